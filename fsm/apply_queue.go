@@ -1,0 +1,273 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Queues, circuit breakers, settings, retention and grouped commands.
+
+func (a *applier) breakersOn() bool { return a.getSettings().breakerFailures() > 0 }
+
+// breakerAllows reports whether a task of type typ may be dispatched now.
+func (a *applier) breakerAllows(typ string) bool {
+	if !a.breakersOn() {
+		return true
+	}
+	b := a.breaker(typ)
+	switch b.State {
+	case BreakerOpen:
+		return a.now >= b.OpenedAt+a.getSettings().breakerCooldown()
+	case BreakerHalfOpen:
+		return b.Trial == ""
+	}
+	return true
+}
+
+// breakerPick records that a task of typ was dispatched: a cooled-down open
+// breaker half-opens and the task becomes its one trial.
+func (a *applier) breakerPick(typ, taskID string) {
+	if !a.breakersOn() {
+		return
+	}
+	b := a.breaker(typ)
+	if b.State == BreakerOpen {
+		a.breakerTo(b, BreakerHalfOpen, "half_open")
+	}
+	if b.State == BreakerHalfOpen {
+		b.Trial = taskID
+	}
+}
+
+func (a *applier) breakerTo(b *Breaker, to, transition string) {
+	from := b.State
+	b.State = to
+	if to == BreakerOpen {
+		b.OpenedAt = a.now
+	}
+	a.emit(Event{Kind: "breaker", Name: b.Type, Type: b.Type, Transition: transition, From: from, To: to})
+}
+
+func (a *applier) breakerSuccess(typ string) {
+	b := a.breaker(typ)
+	b.Failures, b.Trial = 0, ""
+	if b.State != BreakerClosed {
+		a.breakerTo(b, BreakerClosed, "close")
+	}
+}
+
+func (a *applier) breakerFailure(typ string) {
+	if !a.breakersOn() {
+		return
+	}
+	b := a.breaker(typ)
+	b.Failures++
+	b.Trial = ""
+	if b.State == BreakerHalfOpen || (b.State == BreakerClosed && b.Failures >= a.getSettings().breakerFailures()) {
+		a.breakerTo(b, BreakerOpen, "open")
+	}
+}
+
+// tickBreakers half-opens every open breaker whose cool-down has passed.
+func (a *applier) tickBreakers() int {
+	if !a.breakersOn() {
+		return 0
+	}
+	var types []string
+	must(a.tx.Scan(pfxBreaker, nil, false, func(k, _ []byte) bool {
+		types = append(types, string(k[len(pfxBreaker):]))
+		return true
+	}))
+	n := 0
+	for _, typ := range types {
+		b := a.breaker(typ)
+		if b.State == BreakerOpen && a.now >= b.OpenedAt+a.getSettings().breakerCooldown() {
+			a.breakerTo(b, BreakerHalfOpen, "half_open")
+			n++
+		}
+	}
+	return n
+}
+
+func validName(kind, name string) error {
+	if !domain.ValidKey(name) || len(name) > domain.DefaultLimits.MaxKeyLen {
+		return fmt.Errorf("%w: %s %q must be 1-%d letters, digits, '_', '.', ':' or '-'", ErrInvalidArgument, kind, name, domain.DefaultLimits.MaxKeyLen)
+	}
+	return nil
+}
+
+func (a *applier) applyQueueSet(c *QueueSet) any {
+	if err := validName("queue", c.Name); err != nil {
+		return err
+	}
+	if c.Concurrency < 0 {
+		return fmt.Errorf("%w: concurrency %d must be >= 0 (0 = unlimited)", ErrInvalidArgument, c.Concurrency)
+	}
+	q := a.queue(c.Name)
+	if q.Concurrency == c.Concurrency {
+		return &ChangedResult{}
+	}
+	from := q.Concurrency
+	q.Concurrency = c.Concurrency
+	a.emit(Event{Kind: "queue", Name: c.Name, Queue: c.Name, Transition: "set_concurrency",
+		From: itoa(from), To: itoa(c.Concurrency)})
+	return &ChangedResult{Changed: true}
+}
+
+func (a *applier) applyQueuePause(c *QueuePause) any {
+	if err := validName("queue", c.Name); err != nil {
+		return err
+	}
+	transition := "resume"
+	if c.Paused {
+		transition = "pause"
+	}
+	if c.RunID == "" {
+		q := a.queue(c.Name)
+		if q.Paused == c.Paused {
+			return &ChangedResult{}
+		}
+		q.Paused = c.Paused
+		a.emit(Event{Kind: "queue", Name: c.Name, Queue: c.Name, Transition: transition})
+		return &ChangedResult{Changed: true}
+	}
+	r := a.loadRun(c.RunID)
+	if r == nil {
+		return fmt.Errorf("%w: run %s", ErrNotFound, c.RunID)
+	}
+	if slices.Contains(r.PausedQueues, c.Name) == c.Paused {
+		return &ChangedResult{}
+	}
+	if c.Paused {
+		r.PausedQueues = append(r.PausedQueues, c.Name)
+		slices.Sort(r.PausedQueues)
+		for _, t := range a.runTasks(r.ID) {
+			if t.Queue == c.Name {
+				a.unindexTask(t)
+			}
+		}
+	} else {
+		r.PausedQueues = slices.DeleteFunc(r.PausedQueues, func(s string) bool { return s == c.Name })
+		if len(r.PausedQueues) == 0 {
+			r.PausedQueues = nil
+		}
+		a.reindex(r)
+	}
+	a.emit(Event{Kind: "queue", Name: c.Name, Queue: c.Name, RunID: r.ID, Transition: transition})
+	return &ChangedResult{Changed: true}
+}
+
+func (a *applier) applySettingsSet(c *SettingsSet) any {
+	s := a.getSettings()
+	switch {
+	case c.MaxRunningRuns != nil && *c.MaxRunningRuns < 0:
+		return fmt.Errorf("%w: max_running_runs must be >= 0 (0 = unlimited)", ErrInvalidArgument)
+	case c.RetentionMS != nil && *c.RetentionMS < 0:
+		return fmt.Errorf("%w: retention_ms must be >= 0 (0 = default 7 days)", ErrInvalidArgument)
+	case c.BreakerCooldownMS != nil && *c.BreakerCooldownMS < 0:
+		return fmt.Errorf("%w: breaker_cooldown_ms must be >= 0 (0 = default 30 s)", ErrInvalidArgument)
+	case c.EventWindow != nil && (*c.EventWindow < 0 || (*c.EventWindow > 0 && *c.EventWindow < 100)):
+		return fmt.Errorf("%w: event_window must be 0 (default) or at least 100", ErrInvalidArgument)
+	}
+	if c.MaxRunningRuns != nil {
+		s.MaxRunningRuns = *c.MaxRunningRuns
+	}
+	if c.RetentionMS != nil {
+		s.RetentionMS = *c.RetentionMS
+	}
+	if c.BreakerFailures != nil {
+		s.BreakerFailures = *c.BreakerFailures
+	}
+	if c.BreakerCooldownMS != nil {
+		s.BreakerCooldownMS = *c.BreakerCooldownMS
+	}
+	if c.EventWindow != nil {
+		s.EventWindow = *c.EventWindow
+	}
+	a.settingsDirty = true
+	a.emit(Event{Kind: "settings", Transition: "set"})
+	a.admitPending()
+	out := *s
+	return &out
+}
+
+func (a *applier) applyGC(c *GC) any {
+	limit := c.Limit
+	if limit <= 0 {
+		limit = 200
+	}
+	cutoff := a.now - a.getSettings().retention()
+	var keys [][]byte
+	more := false
+	must(a.tx.Scan(pfxFinished, nil, false, func(k, _ []byte) bool {
+		if int64(getU64(k[len(pfxFinished):len(pfxFinished)+8])^(1<<63)) > cutoff {
+			return false
+		}
+		if len(keys) == limit {
+			more = true
+			return false
+		}
+		keys = append(keys, slices.Clone(k))
+		return true
+	}))
+	n := 0
+	for _, k := range keys {
+		id := string(k[len(pfxFinished)+8:])
+		r := a.loadRun(id)
+		if r == nil || !r.State.Done() {
+			a.del(k)
+			continue
+		}
+		a.deleteRun(r)
+		n++
+	}
+	return &CountResult{Count: n, More: more}
+}
+
+// deleteRun removes a finished run, its tasks and every index entry.
+func (a *applier) deleteRun(r *Run) {
+	for _, t := range a.runTasks(r.ID) {
+		a.unindexTask(t)
+		if t.Leased() {
+			a.endLease(t, OutcomeCancelled, "run deleted by retention")
+		}
+		a.unwake(t)
+		a.deleteRecord(&a.taskCache, taskKey(t.RunID, t.Key))
+	}
+	a.del(runStateKey(string(r.State), r.ID))
+	if r.FinishedAt != 0 {
+		a.del(finishedKey(r.FinishedAt, r.ID))
+	}
+	a.deleteRecord(&a.runs, runKey(r.ID))
+	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "deleted", From: string(r.State)})
+}
+
+func (a *applier) applyMulti(c *Multi) any {
+	parent, ok := a.tx.(*overlay)
+	if !ok {
+		return fmt.Errorf("%w: multi needs an overlay transaction", ErrBadCommand)
+	}
+	out := &MultiResult{Results: make([]any, len(c.Cmds))}
+	for i, raw := range c.Cmds {
+		cmd, err := Decode(raw)
+		if err == nil && cmd.Type() == MsgMulti {
+			err = fmt.Errorf("%w: nested multi", ErrBadCommand)
+		}
+		if err != nil {
+			out.Results[i] = err
+			continue
+		}
+		child := &applier{tx: newOverlay(parent), index: a.index, now: a.now, seq: a.seq, evSeq: a.evSeq, limits: a.limits}
+		res := child.safeDispatch(cmd)
+		out.Results[i] = res
+		if _, isErr := res.(error); isErr {
+			continue
+		}
+		child.tx.(*overlay).mergeInto(parent)
+		a.events = append(a.events, child.events...)
+		a.seq, a.evSeq = child.seq, child.evSeq
+	}
+	return out
+}

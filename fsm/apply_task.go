@@ -1,0 +1,338 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Task commands: claim, heartbeat, complete, fail, reap, tick.
+
+// MaxClaim bounds how many tasks one waiter receives from one claim.
+const MaxClaim = 256
+
+func (a *applier) applyClaim(c *Claim) any {
+	res := &ClaimResult{Assigned: make([][]Claimed, len(c.Waiters))}
+	for i := range c.Waiters {
+		w := &c.Waiters[i]
+		n := min(max(w.Max, 1), MaxClaim)
+		for len(res.Assigned[i]) < n {
+			t := a.nextReady(w)
+			if t == nil {
+				break
+			}
+			res.Assigned[i] = append(res.Assigned[i], a.claimTask(t, w.WorkerID))
+		}
+	}
+	return res
+}
+
+func (a *applier) claimTask(t *Task, worker string) Claimed {
+	r := a.loadRun(t.RunID)
+	a.unindexTask(t)
+	a.breakerPick(dispatchType(t), t.ID())
+	cl := Claimed{TaskID: t.ID(), RunID: t.RunID, TaskKey: t.Key, Queue: t.Queue, Input: t.Input,
+		RunInput: r.Input, LeaseMS: t.LeaseMS, FencingToken: a.index}
+	if t.State == domain.TaskReverting {
+		t.Comp.Phase = CompRunning
+		t.Comp.Attempt++
+		a.grantLease(t, worker, true, t.Comp.Attempt)
+		a.emit(Event{Kind: "compensation", RunID: t.RunID, TaskKey: t.Key, Transition: "claim",
+			From: CompReady, To: CompRunning, Attempt: t.Comp.Attempt, Worker: worker, Queue: t.Queue, Type: t.RevertType})
+		cl.Type, cl.Attempt, cl.Compensation, cl.Result = t.RevertType, t.Comp.Attempt, true, t.Result
+	} else {
+		t.Attempt++
+		if t.StartedAt == 0 {
+			t.StartedAt = a.now
+		}
+		a.grantLease(t, worker, false, t.Attempt)
+		a.stepTask(r, t, domain.EdgeClaim, func(e *Event) { e.Worker = worker })
+		cl.Type, cl.Attempt = t.Type, t.Attempt
+	}
+	cl.LeaseExpiresAt = t.LeaseExpiresAt
+	cl.DepResults = map[string]json.RawMessage{}
+	for _, d := range t.Deps {
+		if dt := a.loadTask(t.RunID, d); dt != nil && dt.Result != nil {
+			cl.DepResults[d] = dt.Result
+		}
+	}
+	return cl
+}
+
+// current reports whether token is t's live lease.
+func current(t *Task, token uint64) bool { return t.Leased() && t.FencingToken == token }
+
+// lastAttempt reports whether t's last attempt used token and ended with
+// outcome: a retried request that already took effect.
+func lastAttempt(t *Task, token uint64, outcome string) bool {
+	n := len(t.Attempts)
+	return n > 0 && t.Attempts[n-1].Token == token && t.Attempts[n-1].Outcome == outcome
+}
+
+func (a *applier) taskFor(id string) (*Task, *Run, error) {
+	t := a.loadTaskByID(id)
+	if t == nil {
+		return nil, nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
+	}
+	return t, a.loadRun(t.RunID), nil
+}
+
+func (a *applier) applyHeartbeat(c *Heartbeat) any {
+	t, _, err := a.taskFor(c.TaskID)
+	if err != nil {
+		return err
+	}
+	if !current(t, c.Token) {
+		return &AckResult{}
+	}
+	a.extendLease(t)
+	return &AckResult{Accepted: true, LeaseExpiresAt: t.LeaseExpiresAt}
+}
+
+func (a *applier) applyComplete(c *Complete) any {
+	if len(c.Result) > a.limits.MaxResultBytes {
+		return fmt.Errorf("%w: result of %d bytes exceeds the limit of %d", ErrTooLarge, len(c.Result), a.limits.MaxResultBytes)
+	}
+	if c.Result != nil && !json.Valid(c.Result) {
+		return fmt.Errorf("%w: result is not valid JSON", ErrInvalidArgument)
+	}
+	t, r, err := a.taskFor(c.TaskID)
+	if err != nil {
+		return err
+	}
+	if !current(t, c.Token) {
+		return &AckResult{Accepted: lastAttempt(t, c.Token, OutcomeSucceeded)}
+	}
+	if t.State == domain.TaskReverting {
+		if len(c.Spawn) > 0 {
+			return fmt.Errorf("%w: a compensation cannot spawn tasks", ErrInvalidArgument)
+		}
+		a.endLease(t, OutcomeSucceeded, "")
+		a.breakerSuccess(t.RevertType)
+		a.emit(Event{Kind: "compensation", RunID: t.RunID, TaskKey: t.Key, Transition: "succeed",
+			From: CompRunning, Attempt: t.Comp.Attempt, Queue: t.Queue, Type: t.RevertType})
+		t.Comp = nil
+		a.stepTask(r, t, domain.EdgeReverted, nil)
+		a.advanceRevert(r)
+		a.derive(r)
+		return &AckResult{Accepted: true}
+	}
+	a.endLease(t, OutcomeSucceeded, "")
+	t.Result, t.Error, t.FinishedAt = c.Result, "", a.now
+	a.stepTask(r, t, domain.EdgeSucceed, nil)
+	a.breakerSuccess(t.Type)
+	a.getCounters().TasksDone++
+	if len(c.Spawn) > 0 {
+		if err := a.spawn(r, t, c.Spawn); err != nil {
+			return err // the whole entry is dropped: the completion too
+		}
+	}
+	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
+		for _, d := range t.Dependents {
+			if dt := a.loadTask(r.ID, d); dt != nil && dt.State == domain.TaskPending && a.depsSucceeded(dt) {
+				a.promote(r, dt)
+			}
+		}
+	}
+	a.derive(r)
+	return &AckResult{Accepted: true}
+}
+
+// spawn adds children to r in the entry that completes parent. Children
+// depend on parent (so they see its result), and every task that depended
+// on parent now also waits for all the children.
+func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error {
+	if r.TaskCount+len(children) > a.limits.MaxRunTasks {
+		return fmt.Errorf("%w: spawning %d tasks would give the run %d tasks (limit %d)",
+			ErrTooLarge, len(children), r.TaskCount+len(children), a.limits.MaxRunTasks)
+	}
+	existing := map[string]bool{}
+	for _, t := range a.runTasks(r.ID) {
+		existing[t.Key] = true
+	}
+	if err := domain.ValidateSpawn(children, existing, a.limits); err != nil {
+		return err
+	}
+	keys := make([]string, len(children))
+	for i, ch := range children {
+		keys[i] = ch.Key
+	}
+	siblingDependents := map[string][]string{}
+	for _, ch := range children {
+		for _, d := range ch.Deps {
+			siblingDependents[d] = append(siblingDependents[d], ch.Key)
+		}
+	}
+	// Children depending on existing tasks other than parent must be
+	// promoted by them and reverted before them.
+	for _, ch := range children {
+		for _, d := range ch.Deps {
+			if existing[d] {
+				dt := a.loadTask(r.ID, d)
+				dt.Dependents = append(dt.Dependents, ch.Key)
+			}
+		}
+	}
+	oldDependents := parent.Dependents
+	for _, d := range oldDependents {
+		dt := a.loadTask(r.ID, d)
+		dt.Deps = append(dt.Deps, keys...)
+	}
+	parent.Dependents = append(append([]string(nil), oldDependents...), keys...)
+	var created []*Task
+	for i, raw := range children {
+		ch := raw.Normalize()
+		deps := append([]string{parent.Key}, ch.Deps...)
+		t := &Task{
+			RunID: r.ID, Key: ch.Key, Seq: r.TaskCount + i, Type: ch.Type, Queue: ch.Queue, Input: ch.Input,
+			Deps: deps, Dependents: append(append([]string(nil), oldDependents...), siblingDependents[ch.Key]...),
+			Priority: ch.Priority, LeaseMS: ch.LeaseMS, Retry: *ch.Retry, RevertType: ch.RevertType,
+			SpawnedBy: parent.Key, State: domain.TaskPending, CreateIndex: a.index,
+		}
+		a.newTask(t)
+		r.Counts[domain.TaskPending]++
+		created = append(created, t)
+		a.emit(Event{Kind: "task", RunID: r.ID, TaskKey: t.Key, Transition: "spawned", To: string(t.State),
+			Queue: t.Queue, Type: t.Type})
+	}
+	r.TaskCount += len(children)
+	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
+		for _, t := range created {
+			if a.depsSucceeded(t) {
+				a.promote(r, t)
+			}
+		}
+	}
+	return nil
+}
+
+func (a *applier) applyFail(c *Fail) any {
+	if len(c.Error) > a.limits.MaxResultBytes {
+		c.Error = c.Error[:a.limits.MaxResultBytes]
+	}
+	t, r, err := a.taskFor(c.TaskID)
+	if err != nil {
+		return err
+	}
+	if !current(t, c.Token) {
+		return &AckResult{Accepted: lastAttempt(t, c.Token, OutcomeFailed)}
+	}
+	retryable := c.Retryable == nil || *c.Retryable
+	a.endLease(t, OutcomeFailed, c.Error)
+	a.failAttempt(r, t, c.Error, retryable)
+	return &AckResult{Accepted: true}
+}
+
+// failAttempt handles an attempt that ended badly (an error reported by the
+// worker, or a lease that expired): retry if attempts remain, otherwise the
+// task fails for good.
+func (a *applier) failAttempt(r *Run, t *Task, msg string, retryable bool) {
+	if t.State == domain.TaskReverting {
+		a.breakerFailure(t.RevertType)
+		a.failCompensation(r, t, msg, retryable)
+		a.derive(r)
+		return
+	}
+	a.breakerFailure(t.Type)
+	t.Error = msg
+	if t.State == domain.TaskRunning {
+		a.stepTask(r, t, domain.EdgeFail, func(e *Event) { e.Error = msg })
+	}
+	if retryable && canRetry(r, t) {
+		a.stepTask(r, t, domain.EdgeScheduleRetry, nil)
+		a.wake(t, a.now+domain.Backoff(t.Retry, t.ID(), t.Attempt))
+		return
+	}
+	t.FinishedAt = a.now
+	a.derive(r)
+}
+
+func (a *applier) applyReap(c *Reap) any {
+	limit := c.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var due []string
+	more := false
+	must(a.tx.Scan(pfxLease, nil, false, func(k, _ []byte) bool {
+		if int64(getU64(k[len(pfxLease):len(pfxLease)+8])^(1<<63)) > a.now {
+			return false
+		}
+		if len(due) == limit {
+			more = true
+			return false
+		}
+		due = append(due, string(k[len(pfxLease)+8:]))
+		return true
+	}))
+	for _, id := range due {
+		t := a.loadTaskByID(id)
+		if t == nil || !t.Leased() || t.LeaseExpiresAt > a.now {
+			continue
+		}
+		r := a.loadRun(t.RunID)
+		worker := t.LeaseOwner
+		a.getCounters().LeaseExpiries++
+		a.endLease(t, OutcomeLeaseExpired, "lease expired: worker "+worker+" stopped heartbeating")
+		if t.State == domain.TaskRunning && canRetry(r, t) {
+			a.breakerFailure(t.Type)
+			a.stepTask(r, t, domain.EdgeReapLease, func(e *Event) { e.Worker = worker })
+			a.makeReady(r, t)
+			continue
+		}
+		a.failAttempt(r, t, "lease expired on attempt "+itoa(t.Attempt)+" (worker "+worker+")", true)
+	}
+	return &CountResult{Count: len(due), More: more}
+}
+
+func (a *applier) applyTick(c *Tick) any {
+	limit := c.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var due [][]byte
+	more := false
+	must(a.tx.Scan(pfxWake, nil, false, func(k, _ []byte) bool {
+		if int64(getU64(k[len(pfxWake):len(pfxWake)+8])^(1<<63)) > a.now {
+			return false
+		}
+		if len(due) == limit {
+			more = true
+			return false
+		}
+		due = append(due, append([]byte(nil), k...))
+		return true
+	}))
+	n := 0
+	for _, k := range due {
+		a.del(k)
+		t := a.loadTaskByID(string(k[len(pfxWake)+8:]))
+		if t == nil {
+			continue
+		}
+		r := a.loadRun(t.RunID)
+		switch {
+		case t.State == domain.TaskRetrying && t.RetryAt <= a.now:
+			t.RetryAt = 0
+			a.stepTask(r, t, domain.EdgeRetryReady, nil)
+			a.makeReady(r, t)
+			n++
+		case t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompRetrying && t.Comp.RetryAt <= a.now:
+			t.Comp.Phase, t.Comp.RetryAt, t.RetryAt = CompReady, 0, 0
+			a.emit(Event{Kind: "compensation", RunID: t.RunID, TaskKey: t.Key, Transition: "retry_ready",
+				From: CompRetrying, To: CompReady, Attempt: t.Comp.Attempt, Queue: t.Queue, Type: t.RevertType})
+			a.makeReady(r, t)
+			n++
+		}
+	}
+	n += a.tickBreakers()
+	return &CountResult{Count: n, More: more}
+}
+
+// canRetry reports whether t has attempts left and its run still wants it.
+func canRetry(r *Run, t *Task) bool {
+	return t.Attempt < t.Retry.MaxAttempts && (r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }

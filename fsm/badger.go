@@ -1,0 +1,180 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	badger "github.com/dgraph-io/badger/v4"
+)
+
+// BadgerStore is the production Store: badger/v4 in a directory of its own.
+//
+// Writes are not fsynced one by one (SyncWrites off): a process crash keeps
+// them (they are in the page cache), and after a machine crash badger
+// recovers a consistent prefix of committed transactions. Because the
+// applied index is written in the same transaction as the state it
+// describes, whatever prefix survives is self-consistent, and raft replays
+// the rest of its log. Sync is called before a raft snapshot is reported
+// persisted, because raft may then compact the log behind it.
+type BadgerStore struct {
+	db *badger.DB
+}
+
+// BadgerOptions tunes the store; zero values take defaults.
+type BadgerOptions struct {
+	InMemory       bool
+	BlockCacheSize int64
+	Logger         *slog.Logger
+}
+
+// OpenBadger opens (or creates) a badger store in dir.
+func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(false).
+		WithNumVersionsToKeep(1).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{l: o.Logger})
+	if o.BlockCacheSize > 0 {
+		opts = opts.WithBlockCacheSize(o.BlockCacheSize)
+	} else {
+		opts = opts.WithBlockCacheSize(32 << 20)
+	}
+	opts = opts.WithIndexCacheSize(16 << 20).WithMemTableSize(32 << 20)
+	if o.InMemory {
+		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open badger state in %s: %w (is another flowd agent using this --data-dir?)", dir, err)
+	}
+	return &BadgerStore{db: db}, nil
+}
+
+// View implements Store.
+func (b *BadgerStore) View() (Reader, func(), error) {
+	txn := b.db.NewTransaction(false)
+	return badgerReader{txn}, txn.Discard, nil
+}
+
+// Commit implements Store.
+func (b *BadgerStore) Commit(batches [][]Write) error {
+	for _, batch := range batches {
+		txn := b.db.NewTransaction(true)
+		for _, w := range batch {
+			var err error
+			if w.Val == nil {
+				err = txn.Delete(w.Key)
+			} else {
+				err = txn.Set(w.Key, w.Val)
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("badger write: %w", err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("badger commit: %w", err)
+		}
+	}
+	return nil
+}
+
+// Replace implements Store. The applied-index key is written last, so an
+// interrupted Replace leaves a store that reports an index below the
+// snapshot's and is restored again on the next start.
+func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) error {
+	if err := b.db.DropAll(); err != nil {
+		return fmt.Errorf("badger drop: %w", err)
+	}
+	wb := b.db.NewWriteBatch()
+	var last []Write
+	err := load(func(k, v []byte) error {
+		if bytes.Equal(k, keyApplied) {
+			last = append(last, Write{Key: bytes.Clone(k), Val: bytes.Clone(v)})
+			return nil
+		}
+		return wb.Set(bytes.Clone(k), bytes.Clone(v))
+	})
+	if err != nil {
+		wb.Cancel()
+		return err
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("badger load: %w", err)
+	}
+	if err := b.Commit([][]Write{last}); err != nil {
+		return err
+	}
+	return b.db.Sync()
+}
+
+// Sync implements Store.
+func (b *BadgerStore) Sync() error { return b.db.Sync() }
+
+// Close implements Store.
+func (b *BadgerStore) Close() error { return b.db.Close() }
+
+type badgerReader struct{ txn *badger.Txn }
+
+func (r badgerReader) Get(key []byte) ([]byte, bool, error) {
+	it, err := r.txn.Get(key)
+	if err == badger.ErrKeyNotFound {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := it.ValueCopy(nil)
+	return v, err == nil, err
+}
+
+func (r badgerReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
+	opts := badger.IteratorOptions{Prefix: prefix, Reverse: reverse, PrefetchValues: false}
+	it := r.txn.NewIterator(opts)
+	defer it.Close()
+	seek := start
+	if seek == nil {
+		seek = prefix
+		if reverse {
+			seek = prefixEnd(prefix)
+		}
+	}
+	if seek == nil { // reverse over an all-0xff prefix
+		it.Rewind()
+	} else {
+		it.Seek(seek)
+		if reverse && start == nil && it.Valid() && bytes.Equal(it.Item().Key(), seek) {
+			it.Next() // prefixEnd itself is outside the prefix
+		}
+	}
+	for ; it.ValidForPrefix(prefix); it.Next() {
+		item := it.Item()
+		var cont bool
+		if err := item.Value(func(v []byte) error {
+			cont = fn(item.Key(), v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if !cont {
+			return nil
+		}
+	}
+	return nil
+}
+
+// badgerLogger routes badger's logs into slog; chatty info goes to debug.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) log(level slog.Level, f string, a ...any) {
+	if b.l == nil {
+		return
+	}
+	b.l.Log(nil, level, strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a...) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a...) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a...) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug-4, f, a...) }

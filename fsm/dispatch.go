@@ -1,0 +1,187 @@
+package fsm
+
+import (
+	"bytes"
+	"slices"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// The ready index, leases and wake-ups: what makes a task dispatchable.
+//
+// A task is in the ready index iff it can be handed to a worker right now:
+// a forward task in state ready of a running run, or a reverting task whose
+// compensation is ready in a reverting run, and its queue is not paused for
+// that run. Interrupting a run or pausing a queue for it takes its tasks out
+// of the index; resuming puts them back. Global queue pauses, queue caps and
+// open breakers are checked at claim time instead, since they affect every
+// run at once.
+
+// dispatchType is the handler type a worker needs for t's next claim.
+func dispatchType(t *Task) string {
+	if t.State == domain.TaskReverting {
+		return t.RevertType
+	}
+	return t.Type
+}
+
+func (a *applier) dispatchable(r *Run, t *Task) bool {
+	if slices.Contains(r.PausedQueues, t.Queue) {
+		return false
+	}
+	switch {
+	case t.State == domain.TaskReady:
+		return r.State == domain.RunRunning
+	case t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompReady:
+		return r.State == domain.RunReverting
+	}
+	return false
+}
+
+// makeReady stamps t's place in the FIFO and indexes it if dispatchable.
+func (a *applier) makeReady(r *Run, t *Task) {
+	t.ReadySeq = a.nextSeq()
+	t.ReadyAt = a.now
+	a.indexTask(r, t)
+}
+
+func (a *applier) readyKeyOf(t *Task) []byte {
+	return readyKey(t.Queue, dispatchType(t), t.Priority, t.ReadySeq, t.ID())
+}
+
+// indexTask adds t to the ready index if it is dispatchable and not there yet.
+func (a *applier) indexTask(r *Run, t *Task) {
+	if t.Indexed || !a.dispatchable(r, t) {
+		return
+	}
+	must(a.tx.Set(a.readyKeyOf(t), []byte{}))
+	t.Indexed = true
+	q := a.queue(t.Queue)
+	q.Ready++
+	if q.Types == nil {
+		q.Types = map[string]int{}
+	}
+	q.Types[dispatchType(t)]++
+}
+
+// unindexTask removes t from the ready index if it is there.
+func (a *applier) unindexTask(t *Task) {
+	if !t.Indexed {
+		return
+	}
+	a.del(a.readyKeyOf(t))
+	t.Indexed = false
+	q := a.queue(t.Queue)
+	q.Ready--
+	typ := dispatchType(t)
+	if q.Types[typ]--; q.Types[typ] <= 0 {
+		delete(q.Types, typ)
+	}
+}
+
+// wake schedules t to be looked at by Tick at due.
+func (a *applier) wake(t *Task, due int64) {
+	t.RetryAt = due
+	must(a.tx.Set(wakeKey(due, t.ID()), []byte{}))
+}
+
+func (a *applier) unwake(t *Task) {
+	if t.RetryAt != 0 {
+		a.del(wakeKey(t.RetryAt, t.ID()))
+		t.RetryAt = 0
+	}
+}
+
+// grantLease hands t to worker under token (this entry's index).
+func (a *applier) grantLease(t *Task, worker string, comp bool, n int) {
+	t.FencingToken = a.index
+	t.LeaseOwner = worker
+	t.LeaseExpiresAt = a.now + t.LeaseMS
+	t.Attempts = append(t.Attempts, Attempt{N: n, Worker: worker, Token: a.index, ClaimedAt: a.now,
+		Outcome: OutcomeRunning, Compensation: comp})
+	must(a.tx.Set(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{}))
+	a.queue(t.Queue).Running++
+}
+
+// endLease releases t's lease and closes its current attempt.
+func (a *applier) endLease(t *Task, outcome, errMsg string) {
+	if t.LeaseExpiresAt != 0 {
+		a.del(leaseKey(t.LeaseExpiresAt, t.ID()))
+		a.queue(t.Queue).Running--
+	}
+	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Outcome == OutcomeRunning {
+		at := &t.Attempts[n-1]
+		at.EndedAt, at.Outcome, at.Error = a.now, outcome, errMsg
+	}
+	if b := a.breaker(dispatchType(t)); b.Trial == t.ID() {
+		b.Trial = ""
+	}
+	t.LeaseOwner, t.LeaseExpiresAt = "", 0
+}
+
+// extendLease moves t's lease expiry to now + lease.
+func (a *applier) extendLease(t *Task) {
+	a.del(leaseKey(t.LeaseExpiresAt, t.ID()))
+	t.LeaseExpiresAt = a.now + t.LeaseMS
+	must(a.tx.Set(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{}))
+}
+
+// queueNames lists every queue the cluster has seen, in order.
+func (a *applier) queueNames() []string {
+	var names []string
+	must(a.tx.Scan(pfxQueue, nil, false, func(k, _ []byte) bool {
+		names = append(names, string(k[len(pfxQueue):]))
+		return true
+	}))
+	for _, k := range a.queues.order { // created in this entry
+		n := k[len(pfxQueue):]
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// nextReady finds the best dispatchable task for a waiter: highest priority,
+// then oldest ready, across its queues and types, skipping paused or full
+// queues and types whose breaker is open.
+func (a *applier) nextReady(w *Waiter) *Task {
+	queues := w.Queues
+	if len(queues) == 0 {
+		queues = a.queueNames()
+	}
+	var best []byte // prio+seq tail of the best candidate
+	var bestID string
+	for _, qn := range queues {
+		q := a.queue(qn)
+		if q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+			continue
+		}
+		types := w.Types
+		if len(types) == 0 {
+			for typ := range q.Types {
+				types = append(types, typ)
+			}
+			slices.Sort(types)
+		}
+		for _, typ := range types {
+			if q.Types[typ] == 0 || !a.breakerAllows(typ) {
+				continue
+			}
+			pfx := readyPrefix(qn, typ)
+			must(a.tx.Scan(pfx, nil, false, func(k, _ []byte) bool {
+				tail := k[len(pfx):]
+				if len(tail) > 12 && (best == nil || bytes.Compare(tail[:12], best) < 0) {
+					best = bytes.Clone(tail[:12])
+					bestID = string(tail[12:])
+				}
+				return false
+			}))
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return a.loadTaskByID(bestID)
+}

@@ -1,0 +1,130 @@
+package domain
+
+import (
+	"encoding/json"
+	"regexp"
+)
+
+// Spec is a workflow definition as submitted. A run freezes a copy of it.
+type Spec struct {
+	Name      string     `json:"name,omitempty"`
+	OnFailure string     `json:"on_failure,omitempty"`
+	Tasks     []TaskSpec `json:"tasks"`
+}
+
+// TaskSpec is one task of a workflow, or a child spawned by a completing
+// task (dynamic fan-out).
+type TaskSpec struct {
+	Key        string          `json:"key"`
+	Type       string          `json:"type"`
+	Queue      string          `json:"queue,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Deps       []string        `json:"deps,omitempty"`
+	Retry      *RetryPolicy    `json:"retry,omitempty"`
+	LeaseMS    int64           `json:"lease_ms,omitempty"`
+	Priority   int32           `json:"priority,omitempty"`
+	RevertType string          `json:"revert_type,omitempty"`
+}
+
+// RetryPolicy says how often and how far apart a task is attempted.
+type RetryPolicy struct {
+	MaxAttempts      int     `json:"max_attempts,omitempty"`
+	InitialBackoffMS int64   `json:"initial_backoff_ms,omitempty"`
+	MaxBackoffMS     int64   `json:"max_backoff_ms,omitempty"`
+	Multiplier       float64 `json:"multiplier,omitempty"`
+}
+
+// OnFailure values.
+const (
+	OnFailureFail   = "fail"
+	OnFailureRevert = "revert"
+)
+
+// Defaults applied by Normalize.
+const (
+	DefaultQueue            = "default"
+	DefaultMaxAttempts      = 1
+	DefaultLeaseMS          = 30_000
+	DefaultInitialBackoffMS = 1_000
+	DefaultMaxBackoffMS     = 60_000
+	DefaultMultiplier       = 2.0
+)
+
+// Limits bound what one run may hold. They are enforced by validation before
+// proposing and again inside the state machine.
+type Limits struct {
+	MaxTasks       int   // tasks in a submitted spec
+	MaxRunTasks    int   // tasks in a run, including spawned children
+	MaxInputBytes  int   // one task's input, or a run's input
+	MaxResultBytes int   // one task's result or error
+	MaxAttempts    int   // retry.max_attempts
+	MaxLeaseMS     int64 // lease_ms
+	MaxBackoffMS   int64 // retry.max_backoff_ms
+	MaxKeyLen      int
+	MaxLabels      int
+}
+
+// DefaultLimits are the limits used by the product.
+var DefaultLimits = Limits{
+	MaxTasks:       1000,
+	MaxRunTasks:    10_000,
+	MaxInputBytes:  1 << 20,
+	MaxResultBytes: 1 << 20,
+	MaxAttempts:    100,
+	MaxLeaseMS:     24 * 3600 * 1000,
+	MaxBackoffMS:   24 * 3600 * 1000,
+	MaxKeyLen:      128,
+	MaxLabels:      64,
+}
+
+var keyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+
+// ValidKey reports whether s may be used as a task key, queue or type name:
+// a letter or digit followed by letters, digits, '_', '.', ':' or '-'.
+func ValidKey(s string) bool { return keyPattern.MatchString(s) }
+
+// Normalize returns a copy of the spec with every default filled in. The
+// frozen spec of a run is the normalized one, so later default changes never
+// alter a run that already exists.
+func (s Spec) Normalize() Spec {
+	out := s
+	if out.OnFailure == "" {
+		out.OnFailure = OnFailureFail
+	}
+	out.Tasks = make([]TaskSpec, len(s.Tasks))
+	for i, t := range s.Tasks {
+		out.Tasks[i] = t.Normalize()
+	}
+	return out
+}
+
+// Normalize returns a copy of the task spec with defaults filled in.
+func (t TaskSpec) Normalize() TaskSpec {
+	if t.Queue == "" {
+		t.Queue = DefaultQueue
+	}
+	if t.LeaseMS == 0 {
+		t.LeaseMS = DefaultLeaseMS
+	}
+	r := RetryPolicy{}
+	if t.Retry != nil {
+		r = *t.Retry
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.InitialBackoffMS == 0 {
+		r.InitialBackoffMS = DefaultInitialBackoffMS
+	}
+	if r.MaxBackoffMS == 0 {
+		r.MaxBackoffMS = max(DefaultMaxBackoffMS, r.InitialBackoffMS)
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = DefaultMultiplier
+	}
+	t.Retry = &r
+	if len(t.Deps) == 0 {
+		t.Deps = nil
+	}
+	return t
+}

@@ -1,0 +1,320 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Sentinel errors of the state machine, aliased from domain where they
+// originate so errors.Is works across layers.
+var (
+	ErrNotFound          = domain.ErrNotFound
+	ErrIllegalTransition = domain.ErrIllegalTransition
+	ErrInvalidSpec       = domain.ErrInvalidSpec
+	ErrTooLarge          = domain.ErrTooLarge
+	ErrTooManyRuns       = domain.ErrTooManyRuns
+	ErrInvalidArgument   = domain.ErrInvalidArgument
+	// ErrApplyPanic wraps a recovered panic inside Apply: a bug, reported
+	// as the entry's result on every replica, with nothing changed.
+	ErrApplyPanic = errors.New("apply panicked")
+)
+
+// MaxEntryWriteBytes bounds what one log entry may write. An entry over it
+// is rejected (deterministically, on every replica) rather than split.
+const MaxEntryWriteBytes = 8 << 20
+
+// txnBudget is the size at which a batch's writes are split into another
+// store transaction (always at an entry boundary).
+const txnBudget = 4 << 20
+
+// Entry is one committed raft log entry handed to the FSM.
+type Entry struct {
+	Index uint64
+	Data  []byte
+}
+
+// FSM is flowd's replicated state machine.
+//
+// Concurrency: ApplyBatch, Restore and Snapshot are called by one goroutine
+// (raft's FSM goroutine) and never concurrently with each other; reads
+// (View and the query methods) may run at any time from any goroutine and
+// see the state as of the last committed batch. Subscribers are woken after
+// each commit.
+type FSM struct {
+	store  Store
+	limits domain.Limits
+	log    *slog.Logger
+
+	applied atomic.Uint64
+	// OnFatal is called when the local store cannot write. The node must
+	// stop rather than diverge; the default panics.
+	OnFatal func(error)
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced after every commit
+	lastEvs []Event
+}
+
+// Options configure an FSM.
+type Options struct {
+	Limits domain.Limits
+	Logger *slog.Logger
+}
+
+// New returns an FSM over store, resuming from the applied index stored in it.
+func New(store Store, o Options) (*FSM, error) {
+	if o.Limits.MaxTasks == 0 {
+		o.Limits = domain.DefaultLimits
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &FSM{store: store, limits: o.Limits, log: o.Logger, changed: make(chan struct{})}
+	f.OnFatal = func(err error) { panic(fmt.Sprintf("flowd: local state store failed, stopping: %v", err)) }
+	idx, err := f.readApplied()
+	if err != nil {
+		return nil, err
+	}
+	f.applied.Store(idx)
+	return f, nil
+}
+
+func (f *FSM) readApplied() (uint64, error) {
+	r, release, err := f.store.View()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	v, _, err := r.Get(keyApplied)
+	return getU64(v), err
+}
+
+// Store returns the underlying store.
+func (f *FSM) Store() Store { return f.store }
+
+// Limits returns the limits Apply enforces.
+func (f *FSM) Limits() domain.Limits { return f.limits }
+
+// AppliedIndex is the index of the last entry whose effects are committed.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Changed returns a channel closed at the next commit of applied entries.
+// Take it before reading state, then wait on it: no commit can be missed.
+func (f *FSM) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+// LastEvents returns the events of the most recent commit (shared; do not
+// modify).
+func (f *FSM) LastEvents() []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastEvs
+}
+
+// Apply applies a single entry (see ApplyBatch).
+func (f *FSM) Apply(e Entry) any { return f.ApplyBatch([]Entry{e})[0] }
+
+// ApplyBatch applies committed entries in order and commits their effects,
+// together with the last applied index, in one store transaction (split only
+// at entry boundaries when very large). Entries at or below the stored
+// applied index were applied before a restart and are skipped.
+//
+// Each entry is applied into its own write buffer; an entry whose command is
+// rejected (undecodable, invalid, or a panic inside apply) returns an error
+// result and its buffer is dropped, so it changes nothing on any replica.
+func (f *FSM) ApplyBatch(entries []Entry) []any {
+	results := make([]any, len(entries))
+	base, release, err := f.store.View()
+	if err != nil {
+		f.OnFatal(err)
+		return results
+	}
+	defer release()
+	batch := newOverlay(base)
+	var txns [][]Write
+	var pending []*overlay
+	pendingSize := 0
+	var events []Event
+	applied := f.applied.Load()
+	last := applied
+	for i, e := range entries {
+		if e.Index <= applied {
+			results[i] = nil
+			continue
+		}
+		entry := newOverlay(batch)
+		a := &applier{tx: entry, index: e.Index, limits: f.limits}
+		res := a.run(e.Data)
+		if _, isErr := res.(error); isErr || entry.size > MaxEntryWriteBytes {
+			if !isErr {
+				res = fmt.Errorf("%w: entry would write %d bytes (limit %d)", ErrTooLarge, entry.size, MaxEntryWriteBytes)
+			}
+			// Rejected: drop its writes, but the index still advances.
+			entry = newOverlay(batch)
+			a = &applier{tx: entry, index: e.Index, limits: f.limits}
+		} else {
+			events = append(events, a.events...)
+		}
+		_ = entry.Set(keyApplied, u64(e.Index))
+		entry.mergeInto(batch)
+		pending = append(pending, entry)
+		pendingSize += entry.size
+		last = e.Index
+		results[i] = res
+		if pendingSize > txnBudget && i < len(entries)-1 {
+			txns = append(txns, flatten(pending))
+			pending, pendingSize = nil, 0
+		}
+	}
+	if last == applied {
+		return results
+	}
+	if len(pending) > 0 {
+		txns = append(txns, flatten(pending))
+	}
+	if err := f.store.Commit(txns); err != nil {
+		f.OnFatal(err)
+		return results
+	}
+	f.applied.Store(last)
+	f.publish(events)
+	return results
+}
+
+// flatten merges entry write sets in order (later entries win).
+func flatten(entries []*overlay) []Write {
+	if len(entries) == 1 {
+		return entries[0].writes()
+	}
+	merged := newOverlay(nil)
+	for _, e := range entries {
+		e.mergeInto(merged)
+	}
+	return merged.writes()
+}
+
+func (f *FSM) publish(events []Event) {
+	f.mu.Lock()
+	ch := f.changed
+	f.changed = make(chan struct{})
+	f.lastEvs = events
+	f.mu.Unlock()
+	close(ch)
+}
+
+// run decodes and applies one command, turning a panic into an error.
+func (a *applier) run(data []byte) (res any) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = fmt.Errorf("%w at index %d: %v\n%s", ErrApplyPanic, a.index, r, debug.Stack())
+		}
+	}()
+	cmd, err := Decode(data)
+	if errors.Is(err, errIgnored) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := a.clock(cmd); err != nil {
+		return err
+	}
+	res = a.dispatch(cmd)
+	if _, isErr := res.(error); !isErr {
+		a.flush()
+	}
+	return res
+}
+
+// safeDispatch applies one command of a Multi, recovering a panic into an
+// error and flushing on success.
+func (a *applier) safeDispatch(cmd Command) (res any) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = fmt.Errorf("%w at index %d: %v", ErrApplyPanic, a.index, r)
+		}
+	}()
+	res = a.dispatch(cmd)
+	if _, isErr := res.(error); !isErr {
+		a.flush()
+	}
+	return res
+}
+
+// dispatch is the one switch from command to handler.
+func (a *applier) dispatch(cmd Command) any {
+	switch c := cmd.(type) {
+	case *Submit:
+		return a.applySubmit(c)
+	case *Claim:
+		return a.applyClaim(c)
+	case *Heartbeat:
+		return a.applyHeartbeat(c)
+	case *Complete:
+		return a.applyComplete(c)
+	case *Fail:
+		return a.applyFail(c)
+	case *Reap:
+		return a.applyReap(c)
+	case *Tick:
+		return a.applyTick(c)
+	case *RunVerb:
+		return a.applyRunVerb(c)
+	case *Replay:
+		return a.applyReplay(c)
+	case *QueueSet:
+		return a.applyQueueSet(c)
+	case *QueuePause:
+		return a.applyQueuePause(c)
+	case *SettingsSet:
+		return a.applySettingsSet(c)
+	case *GC:
+		return a.applyGC(c)
+	case *Multi:
+		return a.applyMulti(c)
+	case *Noop:
+		return nil
+	default:
+		return fmt.Errorf("%w: no handler for %s", ErrBadCommand, cmd.Type())
+	}
+}
+
+// applier carries the state of applying one entry.
+type applier struct {
+	tx     Tx
+	index  uint64
+	now    int64
+	seq    uint32 // per-entry counter for ready order
+	evSeq  uint32 // per-entry event counter
+	limits domain.Limits
+	events []Event
+
+	runs, taskCache, queues, breakers cache
+	settings                          *Settings
+	settingsDirty                     bool
+	counters                          *Counters
+}
+
+// clock advances FSM time: now = max(last now, command stamp).
+func (a *applier) clock(cmd Command) error {
+	v, _, err := a.tx.Get(keyNow)
+	if err != nil {
+		return err
+	}
+	last := int64(getU64(v))
+	at := cmd.Time()
+	a.now = max(last, at)
+	if a.now != last {
+		return a.tx.Set(keyNow, u64(uint64(a.now)))
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Key schema. Every key starts with a short tag; numbers are big-endian so
+// byte order is numeric order. Runs ids are UUIDv7 strings, so run keys sort
+// by creation time.
+//
+//	m/applied                         last applied raft index (8 bytes)
+//	m/now                             FSM clock: max leader stamp seen (8 bytes)
+//	m/settings                        Settings (JSON)
+//	m/counters                        Counters (JSON)
+//	r/<run>                           Run (JSON)
+//	t/<run>/<key>                     Task (JSON)
+//	rs/<state>/<run>                  run-by-state index
+//	rp/<seq8><run>                    runs waiting for admission, FIFO
+//	rf/<finished8><run>               finished runs by time, for retention
+//	q/<queue>\0<type>\0<prio4><seq8><run>/<key>   ready index (dispatchable tasks)
+//	qs/<queue>                        QueueState (JSON)
+//	l/<expiry8><run>/<key>            lease index
+//	w/<due8><run>/<key>               retry / compensation-retry index
+//	b/<type>                          Breaker (JSON)
+//	e/<index8><seq4>                  Event (JSON), bounded window
+var (
+	keyApplied  = []byte("m/applied")
+	keyNow      = []byte("m/now")
+	keySettings = []byte("m/settings")
+	keyCounters = []byte("m/counters")
+
+	pfxRun      = []byte("r/")
+	pfxTask     = []byte("t/")
+	pfxRunState = []byte("rs/")
+	pfxPending  = []byte("rp/")
+	pfxFinished = []byte("rf/")
+	pfxReady    = []byte("q/")
+	pfxQueue    = []byte("qs/")
+	pfxLease    = []byte("l/")
+	pfxWake     = []byte("w/")
+	pfxBreaker  = []byte("b/")
+	pfxEvent    = []byte("e/")
+)
+
+func cat(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+func i64(v int64) []byte  { return u64(uint64(v) ^ (1 << 63)) } // order-preserving
+func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+
+func runKey(id string) []byte        { return cat(pfxRun, []byte(id)) }
+func taskPrefix(run string) []byte   { return cat(pfxTask, []byte(run), []byte("/")) }
+func taskKey(run, key string) []byte { return cat(pfxTask, []byte(run), []byte("/"), []byte(key)) }
+func runStateKey(s string, id string) []byte {
+	return cat(pfxRunState, []byte(s), []byte("/"), []byte(id))
+}
+func runStatePrefix(s string) []byte { return cat(pfxRunState, []byte(s), []byte("/")) }
+func pendingKey(seq uint64, id string) []byte {
+	return cat(pfxPending, u64(seq), []byte(id))
+}
+func finishedKey(at int64, id string) []byte { return cat(pfxFinished, i64(at), []byte(id)) }
+func queueKey(name string) []byte            { return cat(pfxQueue, []byte(name)) }
+func breakerKey(typ string) []byte           { return cat(pfxBreaker, []byte(typ)) }
+func eventKey(index uint64, seq uint32) []byte {
+	return cat(pfxEvent, u64(index), u32(seq))
+}
+func leaseKey(expiry int64, taskID string) []byte { return cat(pfxLease, i64(expiry), []byte(taskID)) }
+func wakeKey(due int64, taskID string) []byte     { return cat(pfxWake, i64(due), []byte(taskID)) }
+
+// readyPrefix is the ready index of one (queue, type) pair.
+func readyPrefix(queue, typ string) []byte {
+	return cat(pfxReady, []byte(queue), []byte{0}, []byte(typ), []byte{0})
+}
+
+// readyQueuePrefix covers every type of a queue.
+func readyQueuePrefix(queue string) []byte {
+	return cat(pfxReady, []byte(queue), []byte{0})
+}
+
+// readyKey orders higher priority first, then FIFO by the order tasks
+// became ready.
+func readyKey(queue, typ string, prio int32, seq uint64, taskID string) []byte {
+	inv := uint32(math.MaxInt32 - int64(prio))
+	return cat(readyPrefix(queue, typ), u32(inv), u64(seq), []byte(taskID))
+}
+
+// parseReadyTail returns the task id from a ready key.
+func parseReadyTail(k []byte, prefixLen int) string {
+	if len(k) < prefixLen+12 {
+		return ""
+	}
+	return string(k[prefixLen+12:])
+}
+
+func getU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

@@ -1,0 +1,207 @@
+package fsm
+
+import (
+	"bytes"
+
+	"github.com/google/btree"
+)
+
+// Reader is a consistent read view of the state.
+type Reader interface {
+	// Get returns the value of key, or (nil, false). The slice must not be
+	// modified and is valid only until the view is released.
+	Get(key []byte) ([]byte, bool, error)
+	// Scan visits keys with the given prefix in order (reverse: descending),
+	// starting at start when it is non-nil (inclusive). fn returns false to
+	// stop. k and v are valid only during the call.
+	Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error
+}
+
+// Tx is the narrow transaction Apply writes through.
+type Tx interface {
+	Reader
+	Set(key, val []byte) error
+	Delete(key []byte) error
+}
+
+// Store is the durable key/value state under the FSM. Only the FSM writes it
+// (Commit and Replace); anyone may read through View.
+type Store interface {
+	// View returns a point-in-time reader; call release when done.
+	View() (r Reader, release func(), err error)
+	// Commit writes batches atomically, each batch in its own transaction,
+	// in order. The FSM splits at entry boundaries so that the applied index
+	// written in each batch always matches the state in it.
+	Commit(batches [][]Write) error
+	// Replace discards all state and loads the pairs produced by load.
+	Replace(load func(put func(k, v []byte) error) error) error
+	// Sync makes every committed write durable.
+	Sync() error
+	Close() error
+}
+
+// Write is one pending mutation; Delete when Val is nil.
+type Write struct {
+	Key []byte
+	Val []byte
+}
+
+type item struct {
+	key []byte
+	val []byte // nil = tombstone
+}
+
+func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+// overlay is an ordered write buffer over a Reader: reads see the buffered
+// writes first. One overlay holds a batch's writes; a child overlay holds one
+// entry's writes so a rejected entry can be dropped without a trace.
+type overlay struct {
+	base  Reader
+	items *btree.BTreeG[item]
+	size  int
+}
+
+func newOverlay(base Reader) *overlay {
+	return &overlay{base: base, items: btree.NewG(16, itemLess)}
+}
+
+func (o *overlay) Get(key []byte) ([]byte, bool, error) {
+	if it, ok := o.items.Get(item{key: key}); ok {
+		return it.val, it.val != nil, nil
+	}
+	return o.base.Get(key)
+}
+
+func (o *overlay) Set(key, val []byte) error {
+	if val == nil {
+		val = []byte{}
+	}
+	o.items.ReplaceOrInsert(item{key: bytes.Clone(key), val: val})
+	o.size += len(key) + len(val) + 16
+	return nil
+}
+
+func (o *overlay) Delete(key []byte) error {
+	o.items.ReplaceOrInsert(item{key: bytes.Clone(key)})
+	o.size += len(key) + 16
+	return nil
+}
+
+// Scan merges the buffered writes with the base view.
+func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
+	mine := o.collect(prefix, start, reverse)
+	before := func(a, b []byte) bool {
+		if reverse {
+			return bytes.Compare(a, b) > 0
+		}
+		return bytes.Compare(a, b) < 0
+	}
+	i := 0
+	stopped := false
+	emit := func(it item) bool {
+		if it.val == nil {
+			return true
+		}
+		if !fn(it.key, it.val) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	err := o.base.Scan(prefix, start, reverse, func(k, v []byte) bool {
+		for i < len(mine) && before(mine[i].key, k) {
+			if !emit(mine[i]) {
+				return false
+			}
+			i++
+		}
+		if i < len(mine) && bytes.Equal(mine[i].key, k) {
+			it := mine[i]
+			i++
+			return emit(it) // the buffered write shadows the base value
+		}
+		if !fn(k, v) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	if err != nil || stopped {
+		return err
+	}
+	for ; i < len(mine); i++ {
+		if !emit(mine[i]) {
+			break
+		}
+	}
+	return nil
+}
+
+// collect returns the buffered items in the scan's range and order.
+func (o *overlay) collect(prefix, start []byte, reverse bool) []item {
+	var out []item
+	if !reverse {
+		from := prefix
+		if start != nil && bytes.Compare(start, prefix) > 0 {
+			from = start
+		}
+		o.items.AscendGreaterOrEqual(item{key: from}, func(it item) bool {
+			if !bytes.HasPrefix(it.key, prefix) {
+				return false
+			}
+			out = append(out, it)
+			return true
+		})
+		return out
+	}
+	visit := func(it item) bool {
+		if !bytes.HasPrefix(it.key, prefix) {
+			// Above the prefix range: keep descending; below it: done.
+			return bytes.Compare(it.key, prefix) > 0
+		}
+		out = append(out, it)
+		return true
+	}
+	switch end := prefixEnd(prefix); {
+	case start != nil:
+		o.items.DescendLessOrEqual(item{key: start}, visit)
+	case end != nil:
+		o.items.DescendLessOrEqual(item{key: end}, visit)
+	default:
+		o.items.Descend(visit)
+	}
+	return out
+}
+
+// writes returns the buffered mutations in key order.
+func (o *overlay) writes() []Write {
+	out := make([]Write, 0, o.items.Len())
+	o.items.Ascend(func(it item) bool {
+		out = append(out, Write{Key: it.key, Val: it.val})
+		return true
+	})
+	return out
+}
+
+// mergeInto copies the buffered writes into parent.
+func (o *overlay) mergeInto(parent *overlay) {
+	o.items.Ascend(func(it item) bool {
+		parent.items.ReplaceOrInsert(it)
+		return true
+	})
+	parent.size += o.size
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix, or
+// nil when there is none.
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,470 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Reads. Every method takes one point-in-time view of the store, so a read
+// never sees half of an applied batch. Safe for concurrent use with Apply.
+
+// View runs fn against a consistent read view.
+func (f *FSM) View(fn func(r Reader) error) error {
+	r, release, err := f.store.View()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(r)
+}
+
+// Now returns the FSM clock (the largest leader stamp applied).
+func (f *FSM) Now() int64 {
+	var now int64
+	_ = f.View(func(r Reader) error {
+		v, _, err := r.Get(keyNow)
+		now = int64(getU64(v))
+		return err
+	})
+	return now
+}
+
+// GetRun returns a run and its tasks in display order.
+func (f *FSM) GetRun(id string) (*Run, []*Task, error) {
+	var run *Run
+	var tasks []*Task
+	err := f.View(func(r Reader) error {
+		var err error
+		if run, err = getJSON[Run](r, runKey(id)); err != nil {
+			return err
+		}
+		if run == nil {
+			return fmt.Errorf("%w: run %s", ErrNotFound, id)
+		}
+		tasks, err = readTasks(r, id)
+		return err
+	})
+	return run, tasks, err
+}
+
+// GetRunOnly returns a run without its tasks.
+func (f *FSM) GetRunOnly(id string) (*Run, error) {
+	var run *Run
+	err := f.View(func(r Reader) error {
+		var err error
+		run, err = getJSON[Run](r, runKey(id))
+		if err == nil && run == nil {
+			err = fmt.Errorf("%w: run %s", ErrNotFound, id)
+		}
+		return err
+	})
+	return run, err
+}
+
+func readTasks(r Reader, runID string) ([]*Task, error) {
+	var out []*Task
+	var derr error
+	err := r.Scan(taskPrefix(runID), nil, false, func(_, v []byte) bool {
+		var t Task
+		if derr = json.Unmarshal(v, &t); derr != nil {
+			return false
+		}
+		out = append(out, &t)
+		return true
+	})
+	if err == nil {
+		err = derr
+	}
+	sortTasks(out)
+	return out, err
+}
+
+// GetTask returns one task by its protocol id "<run>/<key>".
+func (f *FSM) GetTask(id string) (*Task, error) {
+	run, key, ok := splitTaskID(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: task id %q must look like <run id>/<task key>", ErrInvalidArgument, id)
+	}
+	var t *Task
+	err := f.View(func(r Reader) error {
+		var err error
+		t, err = getJSON[Task](r, taskKey(run, key))
+		if err == nil && t == nil {
+			err = fmt.Errorf("%w: task %s", ErrNotFound, id)
+		}
+		return err
+	})
+	return t, err
+}
+
+// ErrAmbiguous: a short id matches several runs.
+var ErrAmbiguous = fmt.Errorf("%w: ambiguous id", ErrInvalidArgument)
+
+// ResolveRunID turns a full id, or any unique prefix or substring of one,
+// into the full id.
+func (f *FSM) ResolveRunID(short string) (string, error) {
+	short = strings.ToLower(strings.TrimSpace(short))
+	if short == "" {
+		return "", fmt.Errorf("%w: empty run id", ErrInvalidArgument)
+	}
+	var matches []string
+	err := f.View(func(r Reader) error {
+		if _, ok, err := r.Get(runKey(short)); err != nil || ok {
+			if ok {
+				matches = []string{short}
+			}
+			return err
+		}
+		return r.Scan(pfxRun, nil, false, func(k, _ []byte) bool {
+			id := string(k[len(pfxRun):])
+			if strings.Contains(id, short) {
+				matches = append(matches, id)
+			}
+			return len(matches) <= 10
+		})
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case len(matches) == 0:
+		return "", fmt.Errorf("%w: no run matches %q", ErrNotFound, short)
+	case len(matches) > 1:
+		return "", fmt.Errorf("%w: %q matches %d runs (%s…); give more characters", ErrAmbiguous, short, len(matches), strings.Join(matches[:min(3, len(matches))], ", "))
+	}
+	return matches[0], nil
+}
+
+// ListRuns lists runs newest first, optionally of one state, resuming after
+// cursor (the last id of the previous page).
+func (f *FSM) ListRuns(state domain.RunState, limit int, cursor string) ([]*Run, string, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	var out []*Run
+	next := ""
+	err := f.View(func(r Reader) error {
+		pfx := pfxRun
+		if state != "" {
+			pfx = runStatePrefix(string(state))
+		}
+		var start []byte
+		if cursor != "" {
+			start = cat(pfx, []byte(cursor))
+		}
+		var ids []string
+		if err := r.Scan(pfx, start, true, func(k, _ []byte) bool {
+			id := string(k[len(pfx):])
+			if id == cursor {
+				return true
+			}
+			ids = append(ids, id)
+			return len(ids) <= limit
+		}); err != nil {
+			return err
+		}
+		if len(ids) > limit {
+			ids = ids[:limit]
+			next = ids[len(ids)-1]
+		}
+		for _, id := range ids {
+			run, err := getJSON[Run](r, runKey(id))
+			if err != nil {
+				return err
+			}
+			if run != nil {
+				out = append(out, run)
+			}
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// CountRuns counts runs per state.
+func (f *FSM) CountRuns() (map[domain.RunState]int, error) {
+	out := map[domain.RunState]int{}
+	err := f.View(func(r Reader) error {
+		return r.Scan(pfxRunState, nil, false, func(k, _ []byte) bool {
+			rest := k[len(pfxRunState):]
+			if i := bytes.IndexByte(rest, '/'); i > 0 {
+				out[domain.RunState(rest[:i])]++
+			}
+			return true
+		})
+	})
+	return out, err
+}
+
+// QueueInfo is a queue with its breakers and oldest ready task.
+type QueueInfo struct {
+	QueueState
+	OldestReadyAt int64     `json:"oldest_ready_at,omitempty"`
+	Breakers      []Breaker `json:"breakers,omitempty"`
+}
+
+// Queues lists every queue with counts, config, oldest ready task and the
+// breakers of the types it holds.
+func (f *FSM) Queues() ([]QueueInfo, error) {
+	var out []QueueInfo
+	err := f.View(func(r Reader) error {
+		var qs []QueueState
+		var derr error
+		if err := r.Scan(pfxQueue, nil, false, func(_, v []byte) bool {
+			var q QueueState
+			derr = json.Unmarshal(v, &q)
+			qs = append(qs, q)
+			return derr == nil
+		}); err != nil || derr != nil {
+			return firstErr(err, derr)
+		}
+		breakers, err := readBreakers(r)
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			info := QueueInfo{QueueState: q}
+			types := map[string]bool{}
+			for typ := range q.Types {
+				types[typ] = true
+			}
+			for _, b := range breakers {
+				if types[b.Type] {
+					info.Breakers = append(info.Breakers, b)
+				}
+			}
+			// Oldest ready: the smallest ReadyAt over each type's FIFO head
+			// (heads are oldest within a priority; good enough as an age).
+			for typ := range q.Types {
+				pfx := readyPrefix(q.Name, typ)
+				_ = r.Scan(pfx, nil, false, func(k, _ []byte) bool {
+					id := string(k[len(pfx)+12:])
+					run, key, _ := splitTaskID(id)
+					if t, _ := getJSON[Task](r, taskKey(run, key)); t != nil {
+						if info.OldestReadyAt == 0 || t.ReadyAt < info.OldestReadyAt {
+							info.OldestReadyAt = t.ReadyAt
+						}
+					}
+					return false
+				})
+			}
+			out = append(out, info)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func readBreakers(r Reader) ([]Breaker, error) {
+	var out []Breaker
+	var derr error
+	err := r.Scan(pfxBreaker, nil, false, func(_, v []byte) bool {
+		var b Breaker
+		derr = json.Unmarshal(v, &b)
+		out = append(out, b)
+		return derr == nil
+	})
+	return out, firstErr(err, derr)
+}
+
+// Breakers lists the circuit breakers that have ever changed.
+func (f *FSM) Breakers() ([]Breaker, error) {
+	var out []Breaker
+	err := f.View(func(r Reader) error {
+		var err error
+		out, err = readBreakers(r)
+		return err
+	})
+	return out, err
+}
+
+// Settings returns the replicated settings.
+func (f *FSM) Settings() (Settings, error) {
+	var s Settings
+	err := f.View(func(r Reader) error {
+		v, err := getJSON[Settings](r, keySettings)
+		if v != nil {
+			s = *v
+		}
+		return err
+	})
+	return s, err
+}
+
+// Counters returns the replicated running totals.
+func (f *FSM) Counters() (Counters, error) {
+	var c Counters
+	err := f.View(func(r Reader) error {
+		v, err := getJSON[Counters](r, keyCounters)
+		if v != nil {
+			c = *v
+		}
+		return err
+	})
+	return c, err
+}
+
+// ErrEventsTrimmed: the requested index is older than the retained window.
+var ErrEventsTrimmed = fmt.Errorf("%w: events trimmed", ErrNotFound)
+
+// Events returns up to limit events with index >= from (optionally of one
+// run), and the oldest index still retained. When from is older than the
+// window (and events were trimmed), it returns ErrEventsTrimmed.
+func (f *FSM) Events(from uint64, runID string, limit int) ([]Event, uint64, error) {
+	var out []Event
+	var oldest uint64
+	err := f.View(func(r Reader) error {
+		_ = r.Scan(pfxEvent, nil, false, func(k, _ []byte) bool {
+			oldest = getU64(k[len(pfxEvent) : len(pfxEvent)+8])
+			return false
+		})
+		c, err := getJSON[Counters](r, keyCounters)
+		if err != nil {
+			return err
+		}
+		if c != nil && from > 0 && from <= c.TrimmedThrough {
+			return fmt.Errorf("%w: index %d is older than the oldest retained event (index %d); resume from %d or later",
+				ErrEventsTrimmed, from, oldest, c.TrimmedThrough+1)
+		}
+		var derr error
+		err = r.Scan(pfxEvent, eventKey(from, 0), false, func(_, v []byte) bool {
+			var ev Event
+			if derr = json.Unmarshal(v, &ev); derr != nil {
+				return false
+			}
+			if runID == "" || ev.RunID == runID {
+				out = append(out, ev)
+			}
+			return limit <= 0 || len(out) < limit
+		})
+		return firstErr(err, derr)
+	})
+	return out, oldest, err
+}
+
+// Digest hashes every key and value of the state, in key order, with the
+// applied index it describes. Two replicas at the same applied index have
+// the same digest, or they diverged.
+func (f *FSM) Digest() (string, uint64, error) {
+	h := sha256.New()
+	var idx uint64
+	err := f.View(func(r Reader) error {
+		v, _, err := r.Get(keyApplied)
+		if err != nil {
+			return err
+		}
+		idx = getU64(v)
+		var n [8]byte
+		return r.Scan(nil, nil, false, func(k, v []byte) bool {
+			binary.BigEndian.PutUint64(n[:], uint64(len(k)))
+			h.Write(n[:])
+			h.Write(k)
+			binary.BigEndian.PutUint64(n[:], uint64(len(v)))
+			h.Write(n[:])
+			h.Write(v)
+			return true
+		})
+	})
+	return hex.EncodeToString(h.Sum(nil)), idx, err
+}
+
+// Deadlines says when the leader's loops next have work: the earliest lease
+// expiry, the earliest retry or compensation wake-up, and the earliest open
+// breaker cool-down end (0 = none).
+type Deadlines struct {
+	Lease, Wake, Breaker int64
+}
+
+// NextDeadlines reads the earliest deadlines from the indexes.
+func (f *FSM) NextDeadlines() (Deadlines, error) {
+	var d Deadlines
+	err := f.View(func(r Reader) error {
+		first := func(pfx []byte) int64 {
+			var at int64
+			_ = r.Scan(pfx, nil, false, func(k, _ []byte) bool {
+				at = int64(getU64(k[len(pfx):len(pfx)+8]) ^ (1 << 63))
+				return false
+			})
+			return at
+		}
+		d.Lease, d.Wake = first(pfxLease), first(pfxWake)
+		s, _ := getJSON[Settings](r, keySettings)
+		if s == nil {
+			s = &Settings{}
+		}
+		bs, err := readBreakers(r)
+		for _, b := range bs {
+			if b.State == BreakerOpen {
+				at := b.OpenedAt + s.breakerCooldown()
+				if d.Breaker == 0 || at < d.Breaker {
+					d.Breaker = at
+				}
+			}
+		}
+		return err
+	})
+	return d, err
+}
+
+// HasReady reports whether a claim by w could get a task now: some queue it
+// serves has a dispatchable task of a type it handles. Breaker cool-downs
+// and caps are checked loosely (the claim entry decides).
+func (f *FSM) HasReady(w Waiter) bool {
+	found := false
+	_ = f.View(func(r Reader) error {
+		queues := w.Queues
+		if len(queues) == 0 {
+			_ = r.Scan(pfxQueue, nil, false, func(k, _ []byte) bool {
+				queues = append(queues, string(k[len(pfxQueue):]))
+				return true
+			})
+		}
+		for _, qn := range queues {
+			q, _ := getJSON[QueueState](r, queueKey(qn))
+			if q == nil || q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+				continue
+			}
+			if len(w.Types) == 0 {
+				found = true
+				return nil
+			}
+			for _, typ := range w.Types {
+				if q.Types[typ] > 0 {
+					found = true
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+// RunIDs lists every run id (tests and tooling).
+func (f *FSM) RunIDs() []string {
+	var ids []string
+	_ = f.View(func(r Reader) error {
+		return r.Scan(pfxRun, nil, false, func(k, _ []byte) bool {
+			ids = append(ids, string(k[len(pfxRun):]))
+			return true
+		})
+	})
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,223 @@
+package fsm
+
+import (
+	"encoding/json"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Run is the stored record of one workflow run (an execution).
+type Run struct {
+	ID       string            `json:"id"`
+	Workflow string            `json:"workflow"`
+	Spec     domain.Spec       `json:"spec"` // frozen, normalized
+	Input    json.RawMessage   `json:"input,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	ParentID string            `json:"parent_id,omitempty"`
+	ReplayOf string            `json:"replay_of,omitempty"`
+	State    domain.RunState   `json:"state"`
+	// InterruptedFrom is the state an interrupted run resumes into.
+	InterruptedFrom domain.RunState `json:"interrupted_from,omitempty"`
+	// Reason says why a run failed or was cancelled.
+	Reason       string   `json:"reason,omitempty"`
+	PausedQueues []string `json:"paused_queues,omitempty"`
+	AdmitSeq     uint64   `json:"admit_seq,omitempty"`
+
+	Counts    map[domain.TaskState]int `json:"counts"`
+	TaskCount int                      `json:"task_count"`
+
+	CreatedAt   int64  `json:"created_at"`
+	StartedAt   int64  `json:"started_at,omitempty"`
+	FinishedAt  int64  `json:"finished_at,omitempty"`
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// Task is the stored record of one task run. Retries reuse the row; every
+// attempt is kept in Attempts.
+type Task struct {
+	RunID      string             `json:"run_id"`
+	Key        string             `json:"key"`
+	Seq        int                `json:"seq"` // position in the run, for display order
+	Type       string             `json:"type"`
+	Queue      string             `json:"queue"`
+	Input      json.RawMessage    `json:"input,omitempty"`
+	Deps       []string           `json:"deps,omitempty"`
+	Dependents []string           `json:"dependents,omitempty"`
+	Priority   int32              `json:"priority,omitempty"`
+	LeaseMS    int64              `json:"lease_ms"`
+	Retry      domain.RetryPolicy `json:"retry"`
+	RevertType string             `json:"revert_type,omitempty"`
+	SpawnedBy  string             `json:"spawned_by,omitempty"`
+
+	State          domain.TaskState `json:"state"`
+	Attempt        int              `json:"attempt"`
+	FencingToken   uint64           `json:"fencing_token,omitempty"`
+	LeaseOwner     string           `json:"lease_owner,omitempty"`
+	LeaseExpiresAt int64            `json:"lease_expires_at,omitempty"`
+	ReadySeq       uint64           `json:"ready_seq,omitempty"`
+	ReadyAt        int64            `json:"ready_at,omitempty"`
+	RetryAt        int64            `json:"retry_at,omitempty"`
+	StartedAt      int64            `json:"started_at,omitempty"`
+	FinishedAt     int64            `json:"finished_at,omitempty"`
+	Result         json.RawMessage  `json:"result,omitempty"`
+	Error          string           `json:"error,omitempty"`
+	Reused         bool             `json:"reused,omitempty"`
+	Indexed        bool             `json:"indexed,omitempty"` // in the ready index
+	Attempts       []Attempt        `json:"attempts,omitempty"`
+	Comp           *Compensation    `json:"compensation,omitempty"`
+
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// ID is the task's protocol id: "<run id>/<key>".
+func (t *Task) ID() string { return t.RunID + "/" + t.Key }
+
+// Leased reports whether a worker holds a lease on the task (a forward
+// attempt or a compensation).
+func (t *Task) Leased() bool {
+	return t.State == domain.TaskRunning || (t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompRunning)
+}
+
+// Attempt outcomes.
+const (
+	OutcomeRunning      = "running"
+	OutcomeSucceeded    = "succeeded"
+	OutcomeFailed       = "failed"
+	OutcomeLeaseExpired = "lease_expired"
+	OutcomeCancelled    = "cancelled" // lease revoked by cancel
+	OutcomeRevoked      = "revoked"   // lease revoked by revert
+)
+
+// Attempt is one claim of a task by a worker: a forward attempt or, with
+// Compensation set, a run of its revert handler.
+type Attempt struct {
+	N            int    `json:"n"`
+	Worker       string `json:"worker"`
+	Token        uint64 `json:"token"`
+	ClaimedAt    int64  `json:"claimed_at"`
+	EndedAt      int64  `json:"ended_at,omitempty"`
+	Outcome      string `json:"outcome"`
+	Error        string `json:"error,omitempty"`
+	Compensation bool   `json:"compensation,omitempty"`
+}
+
+// Compensation phases of a reverting task.
+const (
+	CompWaiting  = "waiting"  // dependents' compensations not finished yet
+	CompReady    = "ready"    // in the ready index under its revert_type
+	CompRunning  = "running"  // leased to a worker
+	CompRetrying = "retrying" // failed, waiting for its backoff
+)
+
+// Compensation tracks the revert handler of a reverting task.
+type Compensation struct {
+	Phase   string `json:"phase"`
+	Attempt int    `json:"attempt"`
+	RetryAt int64  `json:"retry_at,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// QueueState is the replicated configuration and live counts of a queue.
+type QueueState struct {
+	Name        string `json:"name"`
+	Ready       int    `json:"ready"`
+	Running     int    `json:"running"`
+	Concurrency int    `json:"concurrency"` // 0 = unlimited
+	Paused      bool   `json:"paused"`
+	// Types counts ready (indexed) tasks per dispatch type.
+	Types map[string]int `json:"types,omitempty"`
+}
+
+// Breaker states.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// Breaker is the circuit breaker of one task type.
+type Breaker struct {
+	Type     string `json:"type"`
+	State    string `json:"state"`
+	Failures int    `json:"failures"` // consecutive
+	OpenedAt int64  `json:"opened_at,omitempty"`
+	// Trial is the task dispatched while half-open; no other is until it ends.
+	Trial string `json:"trial,omitempty"`
+}
+
+// Settings are cluster-wide knobs, replicated.
+type Settings struct {
+	MaxRunningRuns    int   `json:"max_running_runs"`    // 0 = unlimited
+	RetentionMS       int64 `json:"retention_ms"`        // 0 = default (7 days)
+	BreakerFailures   int   `json:"breaker_failures"`    // 0 = default (5); <0 disables
+	BreakerCooldownMS int64 `json:"breaker_cooldown_ms"` // 0 = default (30 s)
+	EventWindow       int   `json:"event_window"`        // 0 = default (100000)
+}
+
+// Defaults for zero settings.
+const (
+	DefaultRetentionMS       = 7 * 24 * 3600 * 1000
+	DefaultBreakerFailures   = 5
+	DefaultBreakerCooldownMS = 30_000
+	DefaultEventWindow       = 100_000
+)
+
+func (s Settings) retention() int64 {
+	if s.RetentionMS > 0 {
+		return s.RetentionMS
+	}
+	return DefaultRetentionMS
+}
+
+func (s Settings) breakerFailures() int {
+	if s.BreakerFailures == 0 {
+		return DefaultBreakerFailures
+	}
+	return s.BreakerFailures
+}
+
+func (s Settings) breakerCooldown() int64 {
+	if s.BreakerCooldownMS > 0 {
+		return s.BreakerCooldownMS
+	}
+	return DefaultBreakerCooldownMS
+}
+
+func (s Settings) eventWindow() int {
+	if s.EventWindow > 0 {
+		return s.EventWindow
+	}
+	return DefaultEventWindow
+}
+
+// Counters are cluster-wide running totals kept by Apply.
+type Counters struct {
+	ActiveRuns int `json:"active_runs"` // running, interrupted or reverting
+	Events     int `json:"events"`      // events in the window
+	// TrimmedThrough is the highest index whose events were dropped.
+	TrimmedThrough uint64 `json:"trimmed_through,omitempty"`
+	NextAdmit      uint64 `json:"next_admit"`
+	LeaseExpiries  uint64 `json:"lease_expiries"`
+	TasksDone      uint64 `json:"tasks_done"`
+}
+
+// Event is one applied transition. Events are ordered by (Index, Seq).
+type Event struct {
+	Index      uint64 `json:"index"`
+	Seq        uint32 `json:"seq"`
+	Kind       string `json:"kind"` // run | task | breaker | queue | settings
+	RunID      string `json:"run_id,omitempty"`
+	TaskKey    string `json:"task_key,omitempty"`
+	Name       string `json:"name,omitempty"` // queue or task type for breaker/queue events
+	Transition string `json:"transition"`
+	From       string `json:"from,omitempty"`
+	To         string `json:"to,omitempty"`
+	At         int64  `json:"at"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Worker     string `json:"worker,omitempty"`
+	Queue      string `json:"queue,omitempty"`
+	Type       string `json:"type,omitempty"`
+	Error      string `json:"error,omitempty"`
+}

@@ -1,0 +1,347 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Record access inside Apply.
+//
+// Handlers load records through the applier's caches and mutate them in
+// place; flush writes back every record whose encoding changed, stamping its
+// ModifyIndex. So a handler never forgets to store a record, and two loads of
+// one record in one entry always see the same object.
+
+func getJSON[T any](r Reader, key []byte) (*T, error) {
+	v, ok, err := r.Get(key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var out T
+	if err := json.Unmarshal(v, &out); err != nil {
+		return nil, fmt.Errorf("decode %q: %w", key, err)
+	}
+	return &out, nil
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // recovered by applier.run and turned into an error result
+	}
+}
+
+func (a *applier) put(key []byte, v any) {
+	b, err := json.Marshal(v)
+	must(err)
+	must(a.tx.Set(key, b))
+}
+
+func (a *applier) del(key []byte) { must(a.tx.Delete(key)) }
+
+// cacheEntry is one loaded record and its encoding at load time.
+type cacheEntry struct {
+	key     []byte
+	v       any
+	orig    []byte // nil for a new record
+	deleted bool
+}
+
+type cache struct {
+	m     map[string]*cacheEntry
+	order []string
+}
+
+func (c *cache) get(key []byte) (*cacheEntry, bool) {
+	e, ok := c.m[string(key)]
+	return e, ok
+}
+
+func (c *cache) add(key []byte, v any, orig []byte) *cacheEntry {
+	if c.m == nil {
+		c.m = map[string]*cacheEntry{}
+	}
+	e := &cacheEntry{key: key, v: v, orig: orig}
+	c.m[string(key)] = e
+	c.order = append(c.order, string(key))
+	return e
+}
+
+// load returns the cached record for key, loading it from tx on first use.
+// It returns nil when the record does not exist.
+func load[T any](a *applier, c *cache, key []byte) *T {
+	if e, ok := c.get(key); ok {
+		if e.deleted || e.v == nil {
+			return nil
+		}
+		return e.v.(*T)
+	}
+	raw, ok, err := a.tx.Get(key)
+	must(err)
+	if !ok {
+		return nil
+	}
+	var v T
+	must(json.Unmarshal(raw, &v))
+	c.add(key, &v, bytes.Clone(raw))
+	return &v
+}
+
+type modifiable interface{ setModifyIndex(uint64) }
+
+func (r *Run) setModifyIndex(i uint64)  { r.ModifyIndex = i }
+func (t *Task) setModifyIndex(i uint64) { t.ModifyIndex = i }
+
+// flush writes back changed records, counters and caches.
+func (a *applier) flush() {
+	for _, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
+		for _, k := range c.order {
+			e := c.m[k]
+			if e.deleted {
+				a.del(e.key)
+				continue
+			}
+			b, err := json.Marshal(e.v)
+			must(err)
+			if e.orig != nil && bytes.Equal(b, e.orig) {
+				continue
+			}
+			if m, ok := e.v.(modifiable); ok {
+				m.setModifyIndex(a.index)
+				b, err = json.Marshal(e.v)
+				must(err)
+			}
+			must(a.tx.Set(e.key, b))
+		}
+		*c = cache{}
+	}
+	if a.counters != nil {
+		a.put(keyCounters, a.counters)
+		a.counters = nil
+	}
+	if a.settingsDirty {
+		a.put(keySettings, a.settings)
+		a.settingsDirty = false
+	}
+}
+
+func (a *applier) loadRun(id string) *Run { return load[Run](a, &a.runs, runKey(id)) }
+
+func (a *applier) newRun(r *Run) { a.runs.add(runKey(r.ID), r, nil) }
+
+func (a *applier) loadTask(runID, key string) *Task {
+	return load[Task](a, &a.taskCache, taskKey(runID, key))
+}
+
+func (a *applier) newTask(t *Task) { a.taskCache.add(taskKey(t.RunID, t.Key), t, nil) }
+
+// loadTaskByID loads a task by its protocol id "<run>/<key>".
+func (a *applier) loadTaskByID(id string) *Task {
+	run, key, ok := splitTaskID(id)
+	if !ok {
+		return nil
+	}
+	return a.loadTask(run, key)
+}
+
+func (a *applier) deleteRecord(c *cache, key []byte) {
+	if e, ok := c.get(key); ok {
+		e.deleted = true
+		return
+	}
+	e := c.add(key, nil, nil)
+	e.deleted = true
+}
+
+// SplitTaskID splits a protocol task id "<run>/<key>".
+func SplitTaskID(id string) (run, key string, ok bool) { return splitTaskID(id) }
+
+func splitTaskID(id string) (run, key string, ok bool) {
+	i := bytes.IndexByte([]byte(id), '/')
+	if i <= 0 || i == len(id)-1 {
+		return "", "", false
+	}
+	return id[:i], id[i+1:], true
+}
+
+// runTasks loads every task of a run, in display order, through the cache.
+func (a *applier) runTasks(runID string) []*Task {
+	var keys []string
+	must(a.tx.Scan(taskPrefix(runID), nil, false, func(k, _ []byte) bool {
+		keys = append(keys, string(k[len(taskPrefix(runID)):]))
+		return true
+	}))
+	// Records created in this entry are in the cache but not yet in tx.
+	seen := map[string]bool{}
+	for _, k := range keys {
+		seen[k] = true
+	}
+	pfx := string(taskPrefix(runID))
+	for _, ck := range a.taskCache.order {
+		if len(ck) > len(pfx) && ck[:len(pfx)] == pfx && !seen[ck[len(pfx):]] {
+			keys = append(keys, ck[len(pfx):])
+			seen[ck[len(pfx):]] = true
+		}
+	}
+	out := make([]*Task, 0, len(keys))
+	for _, k := range keys {
+		if t := a.loadTask(runID, k); t != nil {
+			out = append(out, t)
+		}
+	}
+	sortTasks(out)
+	return out
+}
+
+func sortTasks(ts []*Task) {
+	sort.SliceStable(ts, func(i, j int) bool { return ts[i].Seq < ts[j].Seq })
+}
+
+func (a *applier) getSettings() *Settings {
+	if a.settings == nil {
+		s, err := getJSON[Settings](a.tx, keySettings)
+		must(err)
+		if s == nil {
+			s = &Settings{}
+		}
+		a.settings = s
+	}
+	return a.settings
+}
+
+func (a *applier) getCounters() *Counters {
+	if a.counters == nil {
+		c, err := getJSON[Counters](a.tx, keyCounters)
+		must(err)
+		if c == nil {
+			c = &Counters{}
+		}
+		a.counters = c
+	}
+	return a.counters
+}
+
+func (a *applier) queue(name string) *QueueState {
+	if q := load[QueueState](a, &a.queues, queueKey(name)); q != nil {
+		return q
+	}
+	q := &QueueState{Name: name}
+	a.queues.add(queueKey(name), q, nil)
+	return q
+}
+
+func (a *applier) breaker(typ string) *Breaker {
+	if b := load[Breaker](a, &a.breakers, breakerKey(typ)); b != nil {
+		return b
+	}
+	b := &Breaker{Type: typ, State: BreakerClosed}
+	e := a.breakers.add(breakerKey(typ), b, nil)
+	// A fresh closed breaker is only worth storing once it changes.
+	e.orig, _ = json.Marshal(b)
+	return b
+}
+
+// nextSeq returns a number that orders things within this entry and after
+// every earlier entry: index<<20 | n.
+func (a *applier) nextSeq() uint64 {
+	a.seq++
+	return a.index<<20 | uint64(a.seq)
+}
+
+// emit records an event of this entry.
+func (a *applier) emit(ev Event) {
+	ev.Index = a.index
+	ev.Seq = a.evSeq
+	a.evSeq++
+	ev.At = a.now
+	a.events = append(a.events, ev)
+	a.put(eventKey(ev.Index, ev.Seq), ev)
+	c := a.getCounters()
+	c.Events++
+	if w := a.getSettings().eventWindow(); c.Events > w {
+		a.trimEvents(c.Events - w)
+	}
+}
+
+// trimEvents deletes the n oldest events.
+func (a *applier) trimEvents(n int) {
+	var keys [][]byte
+	must(a.tx.Scan(pfxEvent, nil, false, func(k, _ []byte) bool {
+		keys = append(keys, bytes.Clone(k))
+		return len(keys) < n
+	}))
+	c := a.getCounters()
+	for _, k := range keys {
+		a.del(k)
+		c.TrimmedThrough = max(c.TrimmedThrough, getU64(k[len(pfxEvent):len(pfxEvent)+8]))
+	}
+	c.Events -= len(keys)
+}
+
+// stepTask moves t along edge and emits the event. The caller has checked
+// the precondition; an illegal edge here is a bug and panics (recovered into
+// an error result, changing nothing). The run's counts follow.
+func (a *applier) stepTask(r *Run, t *Task, edge string, extra func(*Event)) {
+	from := t.State
+	to, err := domain.TaskMachine.Step(from, edge)
+	must(err)
+	t.State = to
+	if r.Counts == nil {
+		r.Counts = map[domain.TaskState]int{}
+	}
+	r.Counts[from]--
+	if r.Counts[from] == 0 {
+		delete(r.Counts, from)
+	}
+	r.Counts[to]++
+	ev := Event{Kind: "task", RunID: t.RunID, TaskKey: t.Key, Transition: edge, From: string(from),
+		To: string(to), Attempt: t.Attempt, Queue: t.Queue, Type: t.Type}
+	if extra != nil {
+		extra(&ev)
+	}
+	a.emit(ev)
+}
+
+// stepRun moves r along edge, updating indexes and counters, and emits the
+// event.
+func (a *applier) stepRun(r *Run, edge string) {
+	from := r.State
+	to, err := domain.RunMachine.Step(from, edge)
+	must(err)
+	a.setRunState(r, to)
+	a.emit(Event{Kind: "run", RunID: r.ID, Transition: edge, From: string(from), To: string(to), Error: r.Reason})
+}
+
+func activeRun(s domain.RunState) bool {
+	return s == domain.RunRunning || s == domain.RunInterrupted || s == domain.RunReverting
+}
+
+func (a *applier) setRunState(r *Run, to domain.RunState) {
+	from := r.State
+	if from != "" {
+		a.del(runStateKey(string(from), r.ID))
+	}
+	r.State = to
+	must(a.tx.Set(runStateKey(string(to), r.ID), []byte{}))
+	c := a.getCounters()
+	if activeRun(from) && !activeRun(to) {
+		c.ActiveRuns--
+	}
+	if !activeRun(from) && activeRun(to) {
+		c.ActiveRuns++
+	}
+	if to == domain.RunRunning && r.StartedAt == 0 {
+		r.StartedAt = a.now
+	}
+	if r.FinishedAt != 0 {
+		a.del(finishedKey(r.FinishedAt, r.ID))
+		r.FinishedAt = 0
+	}
+	if to.Done() {
+		r.FinishedAt = a.now
+		must(a.tx.Set(finishedKey(r.FinishedAt, r.ID), []byte{}))
+	}
+}
