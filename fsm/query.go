@@ -468,3 +468,21 @@ func (f *FSM) RunIDs() []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// GCDue reports whether some finished run is older than the retention
+// period at time now (ms).
+func (f *FSM) GCDue(now int64) bool {
+	due := false
+	_ = f.View(func(r Reader) error {
+		s, _ := getJSON[Settings](r, keySettings)
+		if s == nil {
+			s = &Settings{}
+		}
+		return r.Scan(pfxFinished, nil, false, func(k, _ []byte) bool {
+			at := int64(getU64(k[len(pfxFinished):len(pfxFinished)+8]) ^ (1 << 63))
+			due = at <= now-s.retention()
+			return false
+		})
+	})
+	return due
+}

@@ -38,7 +38,9 @@ func DeriveRunState(current RunState, tasks []TaskState) RunState {
 // where "started" is any task past pending (ready, running, retrying,
 // succeeded): admission promotes a run's roots to ready, so an admitted run
 // is running and a run still waiting for admission is pending. An empty run
-// is never a success; it stays pending.
+// is never a success. When no task has started, or there is none, the run
+// keeps its current state: a pending run stays pending, and a running run
+// never goes back to pending (the run machine has no such edge).
 //
 // Reverting: any task still reverting keeps the run reverting; once none
 // is, a task whose compensation failed makes the run failed, otherwise the
@@ -52,7 +54,7 @@ func Derive(current RunState, c TaskCounts) RunState {
 		total := c.Total()
 		switch {
 		case total == 0:
-			return RunPending
+			return current
 		case c[TaskCancelled] > 0:
 			return RunCancelled
 		case c[TaskFailed] > 0:
@@ -60,7 +62,7 @@ func Derive(current RunState, c TaskCounts) RunState {
 		case c[TaskSucceeded] == total:
 			return RunSucceeded
 		case c[TaskPending] == total:
-			return RunPending
+			return current
 		default:
 			return RunRunning
 		}

@@ -1,10 +1,13 @@
 package domain
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
-// Sentinel errors of the domain. Other layers alias these (fsm.ErrNotFound =
-// domain.ErrNotFound) rather than redefining them, and the rpc package maps
-// each to one protocol code in a single table.
+// Sentinel errors shared by every layer. Other packages alias these
+// (fsm.ErrNotFound = domain.ErrNotFound) rather than redefining them, and the
+// rpc package maps each to one protocol code in a single table, and back.
 var (
 	// ErrNotFound: no such run, task or queue.
 	ErrNotFound = errors.New("not found")
@@ -15,4 +18,17 @@ var (
 	ErrTooManyRuns = errors.New("too many running runs")
 	// ErrInvalidArgument: a parameter is malformed (not a spec problem).
 	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnavailable: no leader, or not enough nodes; retryable.
+	ErrUnavailable = errors.New("unavailable")
 )
+
+// UnavailableError is an ErrUnavailable that says when to retry.
+type UnavailableError struct {
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string { return "unavailable: " + e.Reason }
+
+// Unwrap makes errors.Is(err, ErrUnavailable) hold.
+func (e *UnavailableError) Unwrap() error { return ErrUnavailable }

@@ -115,6 +115,10 @@ func (t TaskSpec) Normalize() TaskSpec {
 	}
 	if r.InitialBackoffMS == 0 {
 		r.InitialBackoffMS = DefaultInitialBackoffMS
+		if r.MaxBackoffMS > 0 {
+			// An explicit cap below the default start wins.
+			r.InitialBackoffMS = min(r.InitialBackoffMS, r.MaxBackoffMS)
+		}
 	}
 	if r.MaxBackoffMS == 0 {
 		r.MaxBackoffMS = max(DefaultMaxBackoffMS, r.InitialBackoffMS)

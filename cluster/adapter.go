@@ -1,0 +1,86 @@
+package cluster
+
+import (
+	"io"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/flowd/flowd/fsm"
+)
+
+// raftFSM adapts *fsm.FSM to raft.BatchingFSM. It is deliberately thin.
+//
+// raft's contract, copied here because the adapter relies on it:
+//   - Apply/ApplyBatch, Snapshot and Restore are called from one goroutine
+//     (raft's FSM goroutine) and never concurrently with each other.
+//   - FSMSnapshot.Persist and Release run on another goroutine, possibly
+//     concurrently with ApplyBatch. Snapshot only pins a point-in-time view
+//     (a badger read transaction); Persist does the IO and calls
+//     sink.Cancel on error; Release always drops the view.
+//   - Restore replaces all state; the FSM swaps it in before returning.
+//
+// Non-command entries (configuration changes, barriers, no-ops) are handed
+// to the FSM as no-ops so its applied index tracks raft's exactly.
+type raftFSM struct {
+	f *fsm.FSM
+}
+
+var noopEntry = func() []byte {
+	b, _ := fsm.Encode(&fsm.Noop{})
+	return b
+}()
+
+// Apply implements raft.FSM.
+func (r *raftFSM) Apply(l *raft.Log) any { return r.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM: the whole batch is one badger
+// transaction (see fsm.FSM.ApplyBatch).
+func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
+	entries := make([]fsm.Entry, len(logs))
+	for i, l := range logs {
+		entries[i] = fsm.Entry{Index: l.Index, Data: l.Data}
+		if l.Type != raft.LogCommand {
+			entries[i].Data = noopEntry
+		}
+	}
+	return r.f.ApplyBatch(entries)
+}
+
+// Snapshot implements raft.FSM.
+func (r *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := r.f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{s: s, store: r.f.Store()}, nil
+}
+
+// Restore implements raft.FSM.
+func (r *raftFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	return r.f.Restore(rc)
+}
+
+type fsmSnapshot struct {
+	s     *fsm.Snapshot
+	store fsm.Store
+}
+
+// Persist syncs the store first: raft compacts its log behind a persisted
+// snapshot, and on restart (NoSnapshotRestoreOnStart) it replays only the
+// entries after the snapshot, so everything up to the snapshot's index must
+// already be durable in badger.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.store.Sync(); err != nil {
+		sink.Cancel()
+		return err
+	}
+	if _, err := s.s.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Release() { s.s.Release() }

@@ -1,0 +1,215 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Dispatcher holds long-polling claims on the leader and proposes one Claim
+// entry for every waiter that can be served, whenever applied state changes
+// (woken by the FSM's commit notifications, never by polling). Waiters are
+// served FIFO; the entry assigns each up to its max, so a burst of ready
+// tasks costs one raft round trip for all waiting workers.
+//
+// Concurrency: Claim may be called from any goroutine; run is the single
+// loop that proposes, so at most one claim entry is in flight at a time.
+type Dispatcher struct {
+	n    *Node
+	wake chan struct{}
+
+	mu      sync.Mutex
+	waiters []*waiter
+}
+
+type waiter struct {
+	w        fsm.Waiter
+	ch       chan claimOutcome // buffered 1; written once
+	inFlight  bool
+	done      bool
+	cancelled bool // the caller stopped waiting while its claim was in flight
+}
+
+type claimOutcome struct {
+	tasks []fsm.Claimed
+	err   error
+}
+
+func newDispatcher(n *Node) *Dispatcher {
+	return &Dispatcher{n: n, wake: make(chan struct{}, 1)}
+}
+
+// Claim long-polls for up to w.Max tasks until ctx is done. It returns an
+// empty slice when the wait ends without work, and *NotLeaderError on a
+// follower. If ctx ends while this waiter's claim entry is in flight, Claim
+// waits up to grace for its outcome; tasks assigned after that are lost to
+// this caller and come back when their lease expires.
+func (n *Node) Claim(ctx context.Context, w fsm.Waiter, grace time.Duration) ([]fsm.Claimed, error) {
+	return n.disp.claim(ctx, w, grace)
+}
+
+func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duration) ([]fsm.Claimed, error) {
+	if !d.n.IsLeader() {
+		return nil, d.n.notLeader()
+	}
+	wt := &waiter{w: w, ch: make(chan claimOutcome, 1)}
+	d.mu.Lock()
+	d.waiters = append(d.waiters, wt)
+	d.mu.Unlock()
+	d.poke()
+	select {
+	case out := <-wt.ch:
+		return out.tasks, out.err
+	case <-ctx.Done():
+	}
+	d.mu.Lock()
+	if !wt.inFlight && !wt.done {
+		wt.done = true
+		d.remove(wt)
+		d.mu.Unlock()
+		return nil, nil
+	}
+	wt.cancelled = true
+	d.mu.Unlock()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case out := <-wt.ch:
+		return out.tasks, out.err
+	case <-t.C:
+		return nil, &domain.UnavailableError{Reason: "the claim did not commit in time; retry", RetryAfter: 100 * time.Millisecond}
+	}
+}
+
+func (d *Dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// remove drops wt from the list; d.mu must be held.
+func (d *Dispatcher) remove(wt *waiter) {
+	for i, x := range d.waiters {
+		if x == wt {
+			d.waiters = append(d.waiters[:i], d.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// failAll ends every waiting claim with err (leadership lost).
+func (d *Dispatcher) failAll(err error) {
+	d.mu.Lock()
+	ws := d.waiters
+	d.waiters = nil
+	d.mu.Unlock()
+	for _, wt := range ws {
+		if !wt.done {
+			wt.done = true
+			wt.ch <- claimOutcome{err: err}
+		}
+	}
+}
+
+// Waiting returns the number of claims being held.
+func (d *Dispatcher) Waiting() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.waiters)
+}
+
+// WaitingClaims returns the number of long-polling claims held here.
+func (n *Node) WaitingClaims() int { return n.disp.Waiting() }
+
+func (d *Dispatcher) run(ctx context.Context) {
+	for {
+		changed := d.n.fsm.Changed()
+		batch := d.servable()
+		if len(batch) > 0 {
+			d.propose(ctx, batch)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-changed:
+		}
+	}
+}
+
+// servable marks and returns the waiters that could get a task now.
+func (d *Dispatcher) servable() []*waiter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*waiter
+	cache := map[string]bool{}
+	for _, wt := range d.waiters {
+		if wt.done || wt.inFlight || wt.cancelled {
+			continue
+		}
+		key := waiterKey(wt.w)
+		ok, seen := cache[key]
+		if !seen {
+			ok = d.n.fsm.HasReady(wt.w)
+			cache[key] = ok
+		}
+		if ok {
+			wt.inFlight = true
+			out = append(out, wt)
+		}
+	}
+	return out
+}
+
+func waiterKey(w fsm.Waiter) string {
+	k := ""
+	for _, q := range w.Queues {
+		k += q + ","
+	}
+	k += "|"
+	for _, t := range w.Types {
+		k += t + ","
+	}
+	return k
+}
+
+func (d *Dispatcher) propose(ctx context.Context, batch []*waiter) {
+	cmd := &fsm.Claim{Waiters: make([]fsm.Waiter, len(batch))}
+	for i, wt := range batch {
+		cmd.Waiters[i] = wt.w
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	res, _, err := d.n.Propose(pctx, cmd)
+	cancel()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var assigned [][]fsm.Claimed
+	if cr, ok := res.(*fsm.ClaimResult); ok && err == nil {
+		assigned = cr.Assigned
+	}
+	for i, wt := range batch {
+		wt.inFlight = false
+		if wt.done {
+			continue
+		}
+		switch {
+		case err != nil:
+			wt.done = true
+			d.remove(wt)
+			wt.ch <- claimOutcome{err: err}
+		case i < len(assigned) && len(assigned[i]) > 0:
+			wt.done = true
+			d.remove(wt)
+			wt.ch <- claimOutcome{tasks: assigned[i]}
+		case wt.cancelled:
+			wt.done = true
+			d.remove(wt)
+			wt.ch <- claimOutcome{}
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/flowd/flowd/fsm"
+)
+
+// Leadership. Transitions come from a raft observer (RaftState and
+// LeaderObservation); on every notification the monitor re-reads raft's
+// state, so a dropped notification can only delay, never lose, a change.
+//
+// A new leader first issues a Barrier, so it acts on every entry the
+// previous leader committed, then starts its loops. The loops only propose
+// commands; they never touch state directly. They stop when leadership is
+// lost.
+
+func (n *Node) monitorLeadership() {
+	defer n.wg.Done()
+	check := func() {
+		if n.raft.State() == raft.Leader {
+			n.establishLeadership()
+		} else {
+			n.revokeLeadership()
+		}
+	}
+	check()
+	for {
+		select {
+		case <-n.obsCh:
+			check()
+		case <-n.stop:
+			return
+		}
+	}
+}
+
+func (n *Node) establishLeadership() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.leaderCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.leaderCancel, n.leaderDone = cancel, done
+	n.LeaderChanges.Add(1)
+	n.log.Info("gained leadership")
+	go func() {
+		defer close(done)
+		for {
+			err := n.raft.Barrier(5 * time.Second).Error()
+			if err == nil {
+				break
+			}
+			n.log.Warn("leader barrier failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if n.raft.State() != raft.Leader {
+				return
+			}
+		}
+		n.isLeader.Store(true)
+		defer n.isLeader.Store(false)
+		loops := []func(context.Context){n.disp.run}
+		if !n.cfg.DisableLoops {
+			loops = append(loops, n.deadlineLoop, n.gcLoop)
+		}
+		finished := make(chan struct{}, len(loops))
+		for _, loop := range loops {
+			go func() { loop(ctx); finished <- struct{}{} }()
+		}
+		for range loops {
+			<-finished
+		}
+	}()
+}
+
+func (n *Node) revokeLeadership() {
+	n.mu.Lock()
+	cancel, done := n.leaderCancel, n.leaderDone
+	n.leaderCancel, n.leaderDone = nil, nil
+	n.mu.Unlock()
+	if cancel != nil {
+		n.log.Info("lost leadership")
+		cancel()
+		<-done
+		n.disp.failAll(n.notLeader())
+	}
+}
+
+// LoopsRunning reports whether this node is the leader with its loops
+// started (after the barrier).
+func (n *Node) LoopsRunning() bool { return n.isLeader.Load() }
+
+// deadlineLoop proposes Reap when a lease is due and Tick when a retry, a
+// compensation retry or a breaker cool-down is due. It sleeps until the
+// earliest deadline and re-reads them whenever state changes.
+func (n *Node) deadlineLoop(ctx context.Context) {
+	idle := time.NewTimer(0)
+	defer idle.Stop()
+	for {
+		changed := n.fsm.Changed()
+		d, err := n.fsm.NextDeadlines()
+		if err != nil {
+			n.log.Error("read deadlines", "err", err)
+		}
+		now := max(n.cfg.Clock().UnixMilli(), n.fsm.Now())
+		proposed := false
+		if d.Lease != 0 && d.Lease <= now {
+			proposed = n.proposeLoopCmd(ctx, &fsm.Reap{})
+		}
+		if (d.Wake != 0 && d.Wake <= now) || (d.Breaker != 0 && d.Breaker <= now) {
+			proposed = n.proposeLoopCmd(ctx, &fsm.Tick{}) || proposed
+		}
+		if proposed {
+			continue
+		}
+		wait := time.Second
+		for _, at := range []int64{d.Lease, d.Wake, d.Breaker} {
+			if at > now {
+				wait = min(wait, time.Duration(at-now)*time.Millisecond)
+			}
+		}
+		idle.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-idle.C:
+		case <-changed:
+			// New leases or retries may have earlier deadlines; re-read
+			// after a short pause so a busy cluster re-reads at most ~100/s.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// proposeLoopCmd proposes a leader-loop command; it reports whether the
+// command did something (so the loop should look again at once).
+func (n *Node) proposeLoopCmd(ctx context.Context, cmd fsm.Command) bool {
+	res, _, err := n.Propose(ctx, cmd)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("leader loop proposal failed", "cmd", cmd.Type().String(), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return false
+	}
+	if c, ok := res.(*fsm.CountResult); ok {
+		return c.Count > 0 || c.More
+	}
+	return false
+}
+
+// gcLoop removes finished runs past retention, once a minute.
+func (n *Node) gcLoop(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		for n.fsm.GCDue(n.cfg.Clock().UnixMilli()) && ctx.Err() == nil {
+			if !n.proposeLoopCmd(ctx, &fsm.GC{}) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

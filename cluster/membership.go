@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Status is a node's view of the cluster.
+type Status struct {
+	NodeID       string       `json:"node_id"`
+	LeaderID     string       `json:"leader_id"`
+	LeaderAddr   string       `json:"leader_address"`
+	State        string       `json:"state"`
+	Term         uint64       `json:"term"`
+	CommitIndex  uint64       `json:"commit_index"`
+	AppliedIndex uint64       `json:"applied_index"`
+	LastContact  string       `json:"last_contact"`
+	Peers        []PeerStatus `json:"peers"`
+}
+
+// PeerStatus is one server of the raft configuration.
+type PeerStatus struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"`
+}
+
+// Status reports raft state, indexes and the configuration.
+func (n *Node) Status() Status {
+	st := n.raft.Stats()
+	id, addr := n.Leader()
+	s := Status{
+		NodeID: n.cfg.NodeID, LeaderID: id, LeaderAddr: addr,
+		State:        n.raft.State().String(),
+		Term:         parseU(st["term"]),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.AppliedIndex(),
+		LastContact:  st["last_contact"],
+	}
+	if s.State == "Leader" {
+		s.LastContact = "0"
+	}
+	for _, srv := range n.Servers() {
+		s.Peers = append(s.Peers, srv)
+	}
+	return s
+}
+
+func parseU(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
+}
+
+// Servers lists the latest raft configuration.
+func (n *Node) Servers() []PeerStatus {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []PeerStatus
+	for _, srv := range f.Configuration().Servers {
+		out = append(out, PeerStatus{ID: string(srv.ID), Address: string(srv.Address), Suffrage: srv.Suffrage.String()})
+	}
+	return out
+}
+
+// AddVoter adds a server. It is idempotent: if the id and address are
+// already members nothing happens; if only one of them matches, the stale
+// entry is removed first. Only the leader can change membership.
+func (n *Node) AddVoter(id, addr string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	for _, srv := range f.Configuration().Servers {
+		sameID, sameAddr := srv.ID == raft.ServerID(id), srv.Address == raft.ServerAddress(addr)
+		if sameID && sameAddr {
+			return nil
+		}
+		if sameID || sameAddr {
+			if err := n.raft.RemoveServer(srv.ID, 0, 10*time.Second).Error(); err != nil {
+				return fmt.Errorf("remove stale member %s: %w", srv.ID, err)
+			}
+		}
+	}
+	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error()
+}
+
+// RemoveServer removes a member by id.
+func (n *Node) RemoveServer(id string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	for _, srv := range n.Servers() {
+		if srv.ID == id {
+			return n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
+		}
+	}
+	return fmt.Errorf("no member %q; run `flowd operator raft list-peers`", id)
+}
+
+// TransferLeadership hands leadership to id (or to the most up-to-date
+// follower when id is empty). Used for graceful stops: it takes
+// milliseconds, where an election after a crash takes about a second.
+func (n *Node) TransferLeadership(id string) error {
+	if !n.IsLeader() {
+		return n.notLeader()
+	}
+	if id == "" {
+		return n.raft.LeadershipTransfer().Error()
+	}
+	for _, srv := range n.Servers() {
+		if srv.ID == id {
+			return n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(srv.Address)).Error()
+		}
+	}
+	return fmt.Errorf("no member %q; run `flowd operator raft list-peers`", id)
+}
+
+// Snapshot forces a raft snapshot now (log compaction).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }

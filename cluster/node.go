@@ -1,0 +1,511 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Errors of the cluster layer.
+var (
+	// ErrNotLeader: this node cannot propose; forward to the leader. A
+	// *NotLeaderError also matches domain.ErrUnavailable.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrLeadershipLost: the node lost leadership while a proposal was in
+	// flight; its outcome is unknown (it may still commit).
+	ErrLeadershipLost = errors.New("leadership lost while the command was in flight; its outcome is unknown")
+	// ErrShutdown: the node is shutting down.
+	ErrShutdown = errors.New("node is shutting down")
+)
+
+// NotLeaderError says who the leader is, when known.
+type NotLeaderError struct {
+	LeaderID   string
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == "" {
+		return "no leader yet: an election is in progress or too few nodes are up; retry shortly or run `flowd operator raft list-peers`"
+	}
+	return fmt.Sprintf("not the leader (the leader is %s at %s)", e.LeaderID, e.LeaderAddr)
+}
+
+// Is matches ErrNotLeader and domain.ErrUnavailable.
+func (e *NotLeaderError) Is(target error) bool {
+	return target == ErrNotLeader || target == domain.ErrUnavailable
+}
+
+// RetryAfter suggests when to retry.
+func (e *NotLeaderError) RetryAfter() time.Duration { return 250 * time.Millisecond }
+
+// Peer is one member of the initial configuration.
+type Peer struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+}
+
+// ParsePeers parses "n1=host:port,n2=host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q must look like id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %s: address %q: %v", id, addr, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("peer id %s is listed twice", id)
+		}
+		seen[id] = true
+		out = append(out, Peer{ID: id, Address: addr})
+	}
+	return out, nil
+}
+
+// Config configures a Node. Zero timings take production defaults.
+type Config struct {
+	NodeID    string
+	DataDir   string
+	RaftBind  string // raft TCP listen address
+	Advertise string // address peers dial; defaults to RaftBind
+	Peers     []Peer // initial configuration (bootstrap); empty = just this node
+	Logger    *slog.Logger
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+
+	// Test hooks: any of these replaces the production component.
+	Transport     raft.Transport
+	LogStore      raft.LogStore
+	StableStore   raft.StableStore
+	SnapshotStore raft.SnapshotStore
+	Store         fsm.Store
+	Clock         func() time.Time
+	// DisableLoops keeps the leader from running the reaper, retry tick and
+	// GC (tests that drive time by hand).
+	DisableLoops bool
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = 500 * time.Millisecond
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = 500 * time.Millisecond
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = 250 * time.Millisecond
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = 5 * time.Millisecond
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 16384
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = 30 * time.Second
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Advertise == "" {
+		c.Advertise = c.RaftBind
+	}
+}
+
+// Node is one flowd cluster member: it owns raft, the replicated FSM and
+// the leader-only loops.
+//
+// Concurrency: every exported method is safe for concurrent use. Propose and
+// Claim may be called from any goroutine; they fail with *NotLeaderError on
+// a follower.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	store fsm.Store
+	trans raft.Transport
+
+	closers []io.Closer
+	disp    *Dispatcher
+
+	obsCh    chan raft.Observation
+	observer *raft.Observer
+
+	mu           sync.Mutex
+	leaderCancel context.CancelFunc
+	leaderDone   chan struct{}
+	isLeader     atomic.Bool
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+
+	LeaderChanges atomic.Uint64
+}
+
+// New opens the node's stores, restores its state, bootstraps the initial
+// configuration if this data dir has never held one, and starts raft.
+func New(cfg Config) (*Node, error) {
+	cfg.defaults()
+	if cfg.NodeID == "" {
+		return nil, errors.New("node id is required (--node-id)")
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{})}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeAll()
+		}
+	}()
+	if err := n.openStores(); err != nil {
+		return nil, err
+	}
+	if err := n.startRaft(); err != nil {
+		return nil, err
+	}
+	n.disp = newDispatcher(n)
+	n.obsCh = make(chan raft.Observation, 64)
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(n.observer)
+	n.wg.Add(1)
+	go n.monitorLeadership()
+	ok = true
+	return n, nil
+}
+
+func (n *Node) openStores() error {
+	cfg := n.cfg
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "raft"), 0o750); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	n.store = cfg.Store
+	if n.store == nil {
+		bs, err := fsm.OpenBadger(filepath.Join(cfg.DataDir, "state"), fsm.BadgerOptions{Logger: n.log})
+		if err != nil {
+			return err
+		}
+		n.store = bs
+		n.closers = append(n.closers, bs)
+	}
+	f, err := fsm.New(n.store, fsm.Options{Logger: n.log})
+	if err != nil {
+		return err
+	}
+	f.OnFatal = func(err error) {
+		n.log.Error("local state store failed; stopping this node so it cannot diverge (it recovers from its raft log on restart)", "err", err)
+		os.Exit(70)
+	}
+	n.fsm = f
+	if cfg.LogStore == nil || cfg.StableStore == nil {
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft", "raft.db")})
+		if err != nil {
+			return fmt.Errorf("open raft log in %s: %w (is another agent using this --data-dir?)", cfg.DataDir, err)
+		}
+		n.closers = append(n.closers, bolt)
+		if n.cfg.LogStore == nil {
+			cache, err := raft.NewLogCache(1024, bolt)
+			if err != nil {
+				return err
+			}
+			n.cfg.LogStore = cache
+		}
+		if n.cfg.StableStore == nil {
+			n.cfg.StableStore = bolt
+		}
+	}
+	if n.cfg.SnapshotStore == nil {
+		ss, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, NewHCLogger(n.log, "snapshot"))
+		if err != nil {
+			return fmt.Errorf("open snapshot store: %w", err)
+		}
+		n.cfg.SnapshotStore = ss
+	}
+	return n.catchUpFromSnapshot()
+}
+
+// catchUpFromSnapshot restores the newest raft snapshot into the FSM when
+// the local state is older than it (a lost or fresh state dir next to an
+// existing raft log). raft itself is told not to restore on start, because
+// badger is persistent and normally ahead of the snapshot.
+func (n *Node) catchUpFromSnapshot() error {
+	metas, err := n.cfg.SnapshotStore.List()
+	if err != nil || len(metas) == 0 {
+		return err
+	}
+	newest := metas[0]
+	if n.fsm.AppliedIndex() >= newest.Index {
+		return nil
+	}
+	n.log.Warn("local state is behind the newest snapshot; restoring it", "applied", n.fsm.AppliedIndex(), "snapshot", newest.Index)
+	_, rc, err := n.cfg.SnapshotStore.Open(newest.ID)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return n.fsm.Restore(rc)
+}
+
+func (n *Node) startRaft() error {
+	cfg := n.cfg
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 512
+	rc.NoSnapshotRestoreOnStart = true
+	rc.Logger = NewHCLogger(n.log, "raft")
+
+	n.trans = cfg.Transport
+	if n.trans == nil {
+		adv, err := resolveAdvertise(cfg.Advertise)
+		if err != nil {
+			return err
+		}
+		t, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 5, 5*time.Second, NewHCLogger(n.log, "transport"))
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w (is the port in use? set --raft-addr)", cfg.RaftBind, err)
+		}
+		n.trans = t
+		n.closers = append(n.closers, t)
+	}
+	has, err := raft.HasExistingState(cfg.LogStore, cfg.StableStore, cfg.SnapshotStore)
+	if err != nil {
+		return err
+	}
+	if !has {
+		peers := cfg.Peers
+		if len(peers) == 0 {
+			peers = []Peer{{ID: cfg.NodeID, Address: string(n.trans.LocalAddr())}}
+		}
+		conf := raft.Configuration{}
+		for _, p := range peers {
+			conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Address), Suffrage: raft.Voter})
+		}
+		if err := raft.BootstrapCluster(rc, cfg.LogStore, cfg.StableStore, cfg.SnapshotStore, n.trans, conf); err != nil {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, &raftFSM{f: n.fsm}, cfg.LogStore, cfg.StableStore, cfg.SnapshotStore, n.trans)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	return nil
+}
+
+func resolveAdvertise(addr string) (net.Addr, error) {
+	tcp, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("raft advertise address %q: %w", addr, err)
+	}
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return nil, fmt.Errorf("raft advertise address %q is unspecified; set --raft-advertise to an address peers can reach", addr)
+	}
+	return tcp, nil
+}
+
+// FSM returns the node's state machine (for reads).
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft returns the underlying raft (operator tooling, tests).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Now returns the leader clock reading used to stamp commands.
+func (n *Node) Now() time.Time { return n.cfg.Clock() }
+
+// IsLeader reports whether this node is the leader with its loops running.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and raft address ("" if none).
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+func (n *Node) notLeader() error {
+	id, addr := n.Leader()
+	return &NotLeaderError{LeaderID: id, LeaderAddr: addr}
+}
+
+// Propose stamps cmd with the leader clock, replicates it and returns the
+// FSM's result and the entry's index. An error result of Apply is returned
+// as the error (with the index). On a follower it returns *NotLeaderError
+// without proposing.
+func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (any, uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, 0, n.notLeader()
+	}
+	now := n.cfg.Clock().UnixMilli()
+	cmd.Stamp(now)
+	buf, err := fsm.Encode(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	fut := n.raft.Apply(buf, timeout)
+	done := make(chan error, 1)
+	go func() { done <- fut.Error() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		return nil, 0, &domain.UnavailableError{Reason: "the command did not commit in time (" + ctx.Err().Error() + "); its outcome is unknown", RetryAfter: 250 * time.Millisecond}
+	case <-n.stop:
+		return nil, 0, ErrShutdown
+	}
+	if err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return nil, 0, n.notLeader()
+		case errors.Is(err, raft.ErrLeadershipLost):
+			return nil, 0, &domain.UnavailableError{Reason: ErrLeadershipLost.Error(), RetryAfter: 250 * time.Millisecond}
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, 0, &domain.UnavailableError{Reason: ErrShutdown.Error(), RetryAfter: time.Second}
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, 0, &domain.UnavailableError{Reason: "raft is overloaded or has no quorum: " + err.Error(), RetryAfter: 500 * time.Millisecond}
+		}
+		return nil, 0, err
+	}
+	idx := fut.Index()
+	resp := fut.Response()
+	if e, ok := resp.(error); ok {
+		return nil, idx, e
+	}
+	return resp, idx, nil
+}
+
+// Barrier waits until every entry committed before it is applied locally.
+// Only the leader can issue one.
+func (n *Node) Barrier(ctx context.Context) error {
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(dl), time.Millisecond)
+	}
+	err := n.raft.Barrier(timeout).Error()
+	if errors.Is(err, raft.ErrNotLeader) {
+		return n.notLeader()
+	}
+	return err
+}
+
+// WaitForLeader blocks until the cluster has a leader.
+func (n *Node) WaitForLeader(ctx context.Context) (string, error) {
+	for {
+		ch := make(chan raft.Observation, 1)
+		obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+			_, ok := o.Data.(raft.LeaderObservation)
+			return ok
+		})
+		n.raft.RegisterObserver(obs)
+		id, _ := n.Leader()
+		if id != "" {
+			n.raft.DeregisterObserver(obs)
+			return id, nil
+		}
+		select {
+		case <-ch:
+			n.raft.DeregisterObserver(obs)
+		case <-ctx.Done():
+			n.raft.DeregisterObserver(obs)
+			return "", n.notLeader()
+		}
+	}
+}
+
+// WaitForApplied blocks until the local FSM has applied index.
+func (n *Node) WaitForApplied(ctx context.Context, index uint64) error {
+	for {
+		ch := n.fsm.Changed()
+		if n.fsm.AppliedIndex() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("applied index %d did not reach %d: %w", n.fsm.AppliedIndex(), index, ctx.Err())
+		}
+	}
+}
+
+// Shutdown stops the leader loops and raft and closes the stores. It does
+// not transfer leadership; call TransferLeadership first for a graceful stop.
+func (n *Node) Shutdown() error {
+	var err error
+	n.stopOnce.Do(func() {
+		close(n.stop)
+		if n.raft != nil {
+			n.raft.DeregisterObserver(n.observer)
+		}
+		n.revokeLeadership()
+		n.wg.Wait()
+		if n.raft != nil {
+			err = n.raft.Shutdown().Error()
+		}
+		n.closeAll()
+	})
+	return err
+}
+
+func (n *Node) closeAll() {
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		if err := n.closers[i].Close(); err != nil {
+			n.log.Warn("close", "err", err)
+		}
+	}
+	n.closers = nil
+}

@@ -1,0 +1,280 @@
+package fsm
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+func TestDiamondRunsInDependencyOrder(t *testing.T) {
+	h := newHarness(t)
+	res := h.submit("run1", diamond)
+	if !res.Created || res.State != domain.RunRunning {
+		t.Fatalf("submit: %+v", res)
+	}
+	if got := h.claim("w1", 10); len(got) != 1 || got[0].TaskKey != "a" {
+		t.Fatalf("first claim: %+v (only a is ready)", got)
+	}
+	_, ts := h.run("run1")
+	a := ts["a"]
+	if a.State != domain.TaskRunning || a.FencingToken != h.index || a.LeaseOwner != "w1" {
+		t.Fatalf("a after claim: %+v", a)
+	}
+	if !h.complete(Claimed{TaskID: "run1/a", FencingToken: a.FencingToken}, `{"v":1}`) {
+		t.Fatal("complete a rejected")
+	}
+	got := h.claim("w1", 10)
+	if len(got) != 2 {
+		t.Fatalf("after a: claimed %d, want b and c", len(got))
+	}
+	for _, c := range got {
+		if string(c.DepResults["a"]) != `{"v":1}` {
+			t.Fatalf("%s dep_results = %s", c.TaskKey, c.DepResults)
+		}
+		if h.taskState("run1", "d") != domain.TaskPending {
+			t.Fatal("d became ready before both deps finished")
+		}
+		h.complete(c, `"`+c.TaskKey+`"`)
+	}
+	d := h.claimOne("w2")
+	if d.TaskKey != "d" || len(d.DepResults) != 2 {
+		t.Fatalf("d claim: %+v", d)
+	}
+	if h.runState("run1") != domain.RunRunning {
+		t.Fatal("run finished early")
+	}
+	h.complete(d, "")
+	r, _ := h.run("run1")
+	if r.State != domain.RunSucceeded || r.FinishedAt == 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	// Resubmission of the same id is idempotent.
+	if again := h.submit("run1", diamond); again.Created || again.State != domain.RunSucceeded {
+		t.Fatalf("resubmit: %+v", again)
+	}
+}
+
+// The FlowForge stale-worker story: claim, stall past the lease, reap,
+// reclaim, late write rejected, current write accepted.
+func TestFencingStaleWorker(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", `{"tasks":[{"key":"x","type":"echo","lease_ms":1000,"retry":{"max_attempts":3}}]}`)
+	first := h.claimOne("w1")
+	t1 := first.FencingToken
+	h.now += 1001
+	if n := h.ok(&Reap{}).(*CountResult).Count; n != 1 {
+		t.Fatalf("reaped %d", n)
+	}
+	if s := h.taskState("r", "x"); s != domain.TaskReady {
+		t.Fatalf("after reap: %s", s)
+	}
+	second := h.claimOne("w2")
+	t2 := second.FencingToken
+	if t2 <= t1 {
+		t.Fatalf("token did not increase: %d then %d", t1, t2)
+	}
+	if h.ok(&Heartbeat{TaskID: first.TaskID, Token: t1}).(*AckResult).Accepted {
+		t.Fatal("stale heartbeat accepted")
+	}
+	if h.complete(first, `"late"`) {
+		t.Fatal("stale completion accepted")
+	}
+	if !h.complete(second, `"fresh"`) {
+		t.Fatal("current completion rejected")
+	}
+	_, ts := h.run("r")
+	x := ts["x"]
+	if string(x.Result) != `"fresh"` || x.State != domain.TaskSucceeded {
+		t.Fatalf("result %s state %s", x.Result, x.State)
+	}
+	if len(x.Attempts) != 2 || x.Attempts[0].Outcome != OutcomeLeaseExpired || x.Attempts[1].Worker != "w2" {
+		t.Fatalf("attempts: %+v", x.Attempts)
+	}
+	// A retried completion with the winning token is still accepted.
+	if !h.complete(second, `"fresh"`) {
+		t.Fatal("idempotent retry of the accepted completion was rejected")
+	}
+}
+
+func TestRetriesReuseRow(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", `{"tasks":[{"key":"x","type":"flaky","retry":{"max_attempts":3,"initial_backoff_ms":100,"max_backoff_ms":1000}}]}`)
+	c := h.claimOne("w")
+	startedAt := h.now
+	for i := 0; i < 2; i++ {
+		h.now += 10
+		if !h.fail(c, "boom", true) {
+			t.Fatal("fail rejected")
+		}
+		_, ts := h.run("r")
+		if ts["x"].State != domain.TaskRetrying {
+			t.Fatalf("after failure %d: %s", i+1, ts["x"].State)
+		}
+		if got := h.claim("w", 1); len(got) != 0 {
+			t.Fatal("claimed a task that is waiting for its backoff")
+		}
+		h.now = ts["x"].RetryAt
+		h.ok(&Tick{})
+		c = h.claimOne("w")
+	}
+	h.complete(c, `1`)
+	r, ts := h.run("r")
+	x := ts["x"]
+	if r.State != domain.RunSucceeded || x.Attempt != 3 || len(x.Attempts) != 3 || x.StartedAt != startedAt {
+		t.Fatalf("run %s attempt %d history %d started %d want %d", r.State, x.Attempt, len(x.Attempts), x.StartedAt, startedAt)
+	}
+	// Exhausting attempts fails the run.
+	h.submit("r2", `{"tasks":[{"key":"x","type":"flaky","retry":{"max_attempts":2,"initial_backoff_ms":1}}, {"key":"y","type":"echo","deps":["x"]}]}`)
+	c = h.claimOne("w")
+	h.fail(c, "one", true)
+	h.now += 10
+	h.ok(&Tick{})
+	c = h.claimOne("w")
+	h.fail(c, "two", true)
+	r, ts = h.run("r2")
+	if r.State != domain.RunFailed || ts["x"].State != domain.TaskFailed || ts["y"].State != domain.TaskCancelled {
+		t.Fatalf("run %s x %s y %s", r.State, ts["x"].State, ts["y"].State)
+	}
+}
+
+func TestBadEntriesChangeNothing(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", diamond)
+	before := h.digest()
+	for _, data := range [][]byte{nil, {0}, {99, '{', '}'}, {byte(MsgSubmit), 'x'}, append([]byte{byte(MsgComplete)}, []byte(`{"task_id":7}`)...)} {
+		h.index++
+		res := h.f.Apply(Entry{Index: h.index, Data: data})
+		if _, isErr := res.(error); !isErr {
+			t.Fatalf("entry %q: result %#v, want error", data, res)
+		}
+	}
+	// An invalid spec is re-validated inside Apply.
+	wantErr(t, h.apply(&Submit{ID: "bad", Spec: domain.Spec{}}), domain.ErrInvalidSpec)
+	wantErr(t, h.apply(&Submit{ID: "bad/id", Spec: domain.Spec{}}), domain.ErrInvalidArgument)
+	wantErr(t, h.apply(&Complete{TaskID: "nope/x", Token: 1}), domain.ErrNotFound)
+	// An unknown command flagged IgnoreUnknown is skipped without error.
+	h.index++
+	if res := h.f.Apply(Entry{Index: h.index, Data: []byte{byte(IgnoreUnknown | 100), '{', '}'}}); res != nil {
+		t.Fatalf("ignorable unknown command: %#v", res)
+	}
+	after := h.digest()
+	// Only the applied index differs; compare everything else.
+	if before == after {
+		t.Fatal("applied index did not advance")
+	}
+	h2 := newHarness(t)
+	h2.submit("r", diamond)
+	h2.f.applied.Store(0)
+	h2.index = h.index - 1
+	h2.ok(&Noop{})
+	if h2.digest() != after {
+		t.Fatal("rejected entries changed state beyond the applied index")
+	}
+}
+
+func TestSkipsEntriesAtOrBelowApplied(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", diamond)
+	c := h.claimOne("w")
+	d := h.digest()
+	// Raft replays the log after a restart: nothing is applied twice.
+	f2, err := New(h.f.Store(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := f2.ApplyBatch(h.log)
+	for _, r := range res {
+		if r != nil {
+			t.Fatalf("replayed entry produced %#v", r)
+		}
+	}
+	if got, _, _ := f2.Digest(); got != d {
+		t.Fatal("replay changed state")
+	}
+	_ = c
+}
+
+func TestApplyBatchEqualsOneByOne(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", diamond)
+	c := h.claimOne("w")
+	h.complete(c, `1`)
+	for _, c := range h.claim("w", 5) {
+		h.complete(c, `2`)
+	}
+	h.complete(h.claimOne("w"), `3`)
+	f2, _ := New(NewMemStore(), Options{})
+	f2.ApplyBatch(h.log)
+	if got, _, _ := f2.Digest(); got != h.digest() {
+		t.Fatal("batched apply diverged from one-by-one apply")
+	}
+}
+
+func TestEventsCarryIndexAndResume(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", diamond)
+	c := h.claimOne("w")
+	evs, _, err := h.f.Events(0, "", 0)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("events: %v %d", err, len(evs))
+	}
+	last := evs[len(evs)-1]
+	if last.Index != h.index || last.Transition != domain.EdgeClaim || last.TaskKey != c.TaskKey {
+		t.Fatalf("last event %+v", last)
+	}
+	from, _, _ := h.f.Events(last.Index, "", 0)
+	if len(from) != 1 {
+		t.Fatalf("resume from %d gave %d events", last.Index, len(from))
+	}
+	// A bounded window: trim and ask for an old index.
+	h.ok(&SettingsSet{EventWindow: ptr(100)})
+	for i := 0; i < 60; i++ {
+		h.submit("x"+itoa(i), `{"tasks":[{"key":"a","type":"t"}]}`)
+	}
+	_, _, err = h.f.Events(1, "", 0)
+	if err == nil || !strings.Contains(err.Error(), "oldest") {
+		t.Fatalf("old index: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", diamond)
+	h.claimOne("w")
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf strings.Builder
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	f2, _ := New(NewMemStore(), Options{})
+	if err := f2.Restore(strings.NewReader(buf.String())); err != nil {
+		t.Fatal(err)
+	}
+	d2, idx, _ := f2.Digest()
+	if d2 != h.digest() || idx != h.index || f2.AppliedIndex() != h.index {
+		t.Fatal("restored state differs")
+	}
+	if err := f2.Restore(strings.NewReader(buf.String()[:buf.Len()-3])); err == nil {
+		t.Fatal("truncated snapshot accepted")
+	}
+}
+
+func TestClaimResultJSON(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", `{"tasks":[{"key":"a","type":"echo","input":{"n":1}}]}`)
+	c := h.claimOne("w")
+	b, _ := json.Marshal(c)
+	for _, f := range []string{"task_id", "run_id", "task_key", "type", "input", "attempt", "fencing_token", "lease_expires_at", "dep_results"} {
+		if !strings.Contains(string(b), `"`+f+`"`) {
+			t.Fatalf("claimed JSON lacks %s: %s", f, b)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// harness applies commands to an FSM over a MemStore, one entry each, with
+// a controllable leader clock. It mirrors nomad's testFSM.
+type harness struct {
+	t     testing.TB
+	f     *FSM
+	index uint64
+	now   int64
+	log   []Entry // everything applied, for replay
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	f, err := New(NewMemStore(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, f: f, now: 1_700_000_000_000}
+}
+
+// apply stamps cmd with the harness clock, applies it as the next entry and
+// returns the result.
+func (h *harness) apply(cmd Command) any {
+	h.t.Helper()
+	cmd.Stamp(h.now)
+	buf, err := Encode(cmd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.index++
+	e := Entry{Index: h.index, Data: buf}
+	h.log = append(h.log, e)
+	return h.f.Apply(e)
+}
+
+// ok applies cmd and fails the test on an error result.
+func (h *harness) ok(cmd Command) any {
+	h.t.Helper()
+	res := h.apply(cmd)
+	if err, isErr := res.(error); isErr {
+		h.t.Fatalf("%s: %v", cmd.Type(), err)
+	}
+	return res
+}
+
+func (h *harness) submit(id string, spec string) *SubmitResult {
+	h.t.Helper()
+	s, err := domain.ParseSpec([]byte(spec), domain.DefaultLimits)
+	if err != nil {
+		h.t.Fatalf("spec: %v", err)
+	}
+	return h.ok(&Submit{ID: id, Spec: s}).(*SubmitResult)
+}
+
+func (h *harness) claim(worker string, max int, types ...string) []Claimed {
+	h.t.Helper()
+	res := h.ok(&Claim{Waiters: []Waiter{{WorkerID: worker, Max: max, Types: types}}}).(*ClaimResult)
+	return res.Assigned[0]
+}
+
+func (h *harness) claimOne(worker string) Claimed {
+	h.t.Helper()
+	got := h.claim(worker, 1)
+	if len(got) != 1 {
+		h.t.Fatalf("claim by %s: got %d tasks, want 1", worker, len(got))
+	}
+	return got[0]
+}
+
+func (h *harness) complete(c Claimed, result string) bool {
+	h.t.Helper()
+	var raw json.RawMessage
+	if result != "" {
+		raw = json.RawMessage(result)
+	}
+	return h.ok(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: raw}).(*AckResult).Accepted
+}
+
+func (h *harness) fail(c Claimed, msg string, retryable bool) bool {
+	h.t.Helper()
+	return h.ok(&Fail{TaskID: c.TaskID, Token: c.FencingToken, Error: msg, Retryable: &retryable}).(*AckResult).Accepted
+}
+
+func (h *harness) run(id string) (*Run, map[string]*Task) {
+	h.t.Helper()
+	r, tasks, err := h.f.GetRun(id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	m := map[string]*Task{}
+	for _, t := range tasks {
+		m[t.Key] = t
+	}
+	return r, m
+}
+
+func (h *harness) runState(id string) domain.RunState {
+	h.t.Helper()
+	r, _ := h.run(id)
+	return r.State
+}
+
+func (h *harness) taskState(run, key string) domain.TaskState {
+	h.t.Helper()
+	_, ts := h.run(run)
+	return ts[key].State
+}
+
+func (h *harness) digest() string {
+	h.t.Helper()
+	d, _, err := h.f.Digest()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+func wantErr(t testing.TB, res any, target error) {
+	t.Helper()
+	err, ok := res.(error)
+	if !ok {
+		t.Fatalf("result %#v, want error %v", res, target)
+	}
+	if !errors.Is(err, target) {
+		t.Fatalf("error %v, want %v", err, target)
+	}
+}
+
+const diamond = `{"name":"diamond","tasks":[
+ {"key":"a","type":"echo"},
+ {"key":"b","type":"echo","deps":["a"]},
+ {"key":"c","type":"echo","deps":["a"]},
+ {"key":"d","type":"echo","deps":["b","c"]}]}`
