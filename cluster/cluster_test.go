@@ -20,10 +20,9 @@ const diamond = `{"name":"diamond","tasks":[
  {"key":"d","type":"echo","deps":["b","c"]}]}`
 
 func mustSpec(t testing.TB, s string) domain.Spec {
-	t.Helper()
 	spec, err := domain.ParseSpec([]byte(s), domain.DefaultLimits)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return spec
 }
