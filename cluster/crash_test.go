@@ -93,7 +93,7 @@ func crashChild(dir, addr string, compact bool) {
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	defer l.Close()
 	return l.Addr().String()

@@ -228,8 +228,12 @@ func (n *Node) openStores() error {
 		if err != nil {
 			return err
 		}
-		n.store = bs
 		n.closers = append(n.closers, bs)
+		idx, err := fsm.NewIndexedStore(bs)
+		if err != nil {
+			return err
+		}
+		n.store = idx
 	}
 	f, err := fsm.New(n.store, fsm.Options{Logger: n.log})
 	if err != nil {

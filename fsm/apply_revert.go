@@ -31,6 +31,9 @@ func (a *applier) startRevert(r *Run) {
 			t.Comp = &Compensation{Phase: CompWaiting}
 		}
 	}
+	// A run interrupted while reverting lost its ready compensations from
+	// the index; reverting it again (rather than resuming) must restore them.
+	a.reindex(r)
 	a.advanceRevert(r)
 	a.derive(r)
 }

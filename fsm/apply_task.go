@@ -203,6 +203,11 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 				a.promote(r, t)
 			}
 		}
+	} else {
+		// A task of a failed run finished late: its children can never run.
+		for _, t := range created {
+			a.cancelWaiting(r, t, "run "+string(r.State))
+		}
 	}
 	return nil
 }

@@ -154,8 +154,9 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	var best []byte // prio+seq tail of the best candidate
 	var bestID string
 	for _, qn := range queues {
-		q := a.queue(qn)
-		if q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+		// load, not a.queue: a claim must not create the queues it names.
+		q := load[QueueState](a, &a.queues, queueKey(qn))
+		if q == nil || q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
 			continue
 		}
 		types := w.Types

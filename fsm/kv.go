@@ -141,27 +141,32 @@ func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) 
 // collect returns the buffered items in the scan's range and order.
 func (o *overlay) collect(prefix, start []byte, reverse bool) []item {
 	var out []item
+	o.walk(prefix, start, reverse, func(it item) bool {
+		out = append(out, it)
+		return true
+	})
+	return out
+}
+
+// walk visits the buffered items in the scan's range and order until fn
+// returns false.
+func (o *overlay) walk(prefix, start []byte, reverse bool, fn func(item) bool) {
 	if !reverse {
 		from := prefix
 		if start != nil && bytes.Compare(start, prefix) > 0 {
 			from = start
 		}
 		o.items.AscendGreaterOrEqual(item{key: from}, func(it item) bool {
-			if !bytes.HasPrefix(it.key, prefix) {
-				return false
-			}
-			out = append(out, it)
-			return true
+			return bytes.HasPrefix(it.key, prefix) && fn(it)
 		})
-		return out
+		return
 	}
 	visit := func(it item) bool {
 		if !bytes.HasPrefix(it.key, prefix) {
 			// Above the prefix range: keep descending; below it: done.
 			return bytes.Compare(it.key, prefix) > 0
 		}
-		out = append(out, it)
-		return true
+		return fn(it)
 	}
 	switch end := prefixEnd(prefix); {
 	case start != nil:
@@ -171,7 +176,6 @@ func (o *overlay) collect(prefix, start []byte, reverse bool) []item {
 	default:
 		o.items.Descend(visit)
 	}
-	return out
 }
 
 // writes returns the buffered mutations in key order.

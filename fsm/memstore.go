@@ -73,10 +73,6 @@ func (r memReader) Get(key []byte) ([]byte, bool, error) {
 
 func (r memReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
 	o := &overlay{items: r.t}
-	for _, it := range o.collect(prefix, start, reverse) {
-		if !fn(it.key, it.val) {
-			break
-		}
-	}
+	o.walk(prefix, start, reverse, func(it item) bool { return fn(it.key, it.val) })
 	return nil
 }

@@ -268,12 +268,14 @@ func (a *applier) emit(ev Event) {
 
 // trimEvents deletes the n oldest events.
 func (a *applier) trimEvents(n int) {
+	// Start after the last trimmed index: the deleted keys before it are
+	// tombstones a scan from the prefix start would have to skip.
+	c := a.getCounters()
 	var keys [][]byte
-	must(a.tx.Scan(pfxEvent, nil, false, func(k, _ []byte) bool {
+	must(a.tx.Scan(pfxEvent, eventKey(c.TrimmedThrough+1, 0), false, func(k, _ []byte) bool {
 		keys = append(keys, bytes.Clone(k))
 		return len(keys) < n
 	}))
-	c := a.getCounters()
 	for _, k := range keys {
 		a.del(k)
 		c.TrimmedThrough = max(c.TrimmedThrough, getU64(k[len(pfxEvent):len(pfxEvent)+8]))

@@ -1,0 +1,145 @@
+package fsm
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/google/btree"
+)
+
+// IndexedStore keeps the hot index prefixes of another Store mirrored in
+// memory. The ready index, leases, wake-ups, queue and breaker records and
+// the meta keys are rewritten by nearly every entry; in badger each
+// rewrite leaves a tombstone that later seeks must skip until compaction, so
+// claim and reap scans slow down under load. Serving those prefixes from an
+// in-memory B-tree (loaded once at open, updated on every commit) keeps
+// them O(log n) while badger stays the durable copy.
+//
+// Views are consistent: a view pins a copy-on-write clone of the mirror
+// taken together with the inner store's view.
+type IndexedStore struct {
+	inner Store
+	mu    sync.RWMutex
+	mem   *btree.BTreeG[item]
+}
+
+// hotPrefixes are mirrored in memory.
+var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, []byte("m/")}
+
+func isHot(key []byte) bool {
+	for _, p := range hotPrefixes {
+		if bytes.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// hotRange reports whether a scan of prefix stays inside one hot prefix.
+func hotRange(prefix []byte) bool {
+	for _, p := range hotPrefixes {
+		if bytes.HasPrefix(prefix, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewIndexedStore wraps inner, loading the hot prefixes into memory.
+func NewIndexedStore(inner Store) (*IndexedStore, error) {
+	s := &IndexedStore{inner: inner}
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *IndexedStore) reload() error {
+	mem := btree.NewG(32, itemLess)
+	r, release, err := s.inner.View()
+	if err != nil {
+		return err
+	}
+	defer release()
+	for _, p := range hotPrefixes {
+		if err := r.Scan(p, nil, false, func(k, v []byte) bool {
+			mem.ReplaceOrInsert(item{key: bytes.Clone(k), val: bytes.Clone(v)})
+			return true
+		}); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.mem = mem
+	s.mu.Unlock()
+	return nil
+}
+
+// View implements Store.
+func (s *IndexedStore) View() (Reader, func(), error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, release, err := s.inner.View()
+	if err != nil {
+		return nil, nil, err
+	}
+	return indexedReader{inner: r, mem: memReader{s.mem.Clone()}}, release, nil
+}
+
+// Commit implements Store: the durable store first, then the mirror.
+func (s *IndexedStore) Commit(batches [][]Write) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.inner.Commit(batches); err != nil {
+		return err
+	}
+	for _, b := range batches {
+		for _, w := range b {
+			if !isHot(w.Key) {
+				continue
+			}
+			if w.Val == nil {
+				s.mem.Delete(item{key: w.Key})
+			} else {
+				s.mem.ReplaceOrInsert(item{key: bytes.Clone(w.Key), val: bytes.Clone(w.Val)})
+			}
+		}
+	}
+	return nil
+}
+
+// Replace implements Store.
+func (s *IndexedStore) Replace(load func(put func(k, v []byte) error) error) error {
+	if err := s.inner.Replace(load); err != nil {
+		return err
+	}
+	return s.reload()
+}
+
+// Sync implements Store.
+func (s *IndexedStore) Sync() error { return s.inner.Sync() }
+
+// Close implements Store.
+func (s *IndexedStore) Close() error { return s.inner.Close() }
+
+type indexedReader struct {
+	inner Reader
+	mem   memReader
+}
+
+func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
+	if isHot(key) {
+		return r.mem.Get(key)
+	}
+	return r.inner.Get(key)
+}
+
+// Scan serves a hot prefix from memory. Any other scan, including a full
+// scan (digest, snapshot), reads the durable store, which holds the same
+// values for hot keys as the mirror.
+func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
+	if len(prefix) > 0 && hotRange(prefix) {
+		return r.mem.Scan(prefix, start, reverse, fn)
+	}
+	return r.inner.Scan(prefix, start, reverse, fn)
+}

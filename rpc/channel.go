@@ -1,0 +1,353 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxLine is the default cap on one line (one request or batch) in
+// bytes, newline excluded.
+const DefaultMaxLine = 4 << 20
+
+// lineReader reads '\n'-terminated lines with a length cap. An over-long line
+// is consumed to its newline without being kept.
+type lineReader struct {
+	r       *bufio.Reader
+	max     int
+	pending error  // an error to report on the next call (after a final partial line)
+	head    []byte // the first bytes of the last over-long line
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline. If the line is longer than
+// the cap, line is nil, size is the number of bytes seen (> max) and lr.head
+// holds the line's first 64 bytes. A final
+// line without newline before EOF is returned with a nil error and EOF comes
+// on the following call. On any other read error a partial line is dropped.
+func (lr *lineReader) next() (line []byte, size int, err error) {
+	if lr.pending != nil {
+		return nil, 0, lr.pending
+	}
+	over := false
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		content := chunk
+		if err == nil {
+			content = chunk[:len(chunk)-1]
+		}
+		size += len(content)
+		if !over && size > lr.max {
+			lr.head = append(append(lr.head[:0], line[:min(len(line), 64)]...), content[:min(len(content), 64-min(len(line), 64))]...)
+			over, line = true, nil
+		}
+		if !over {
+			line = append(line, content...)
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == nil:
+		case err == io.EOF && size > 0:
+			lr.pending = io.EOF
+		default:
+			return nil, 0, err
+		}
+		if over {
+			return nil, size, nil
+		}
+		if line == nil {
+			line = []byte{}
+		}
+		return line, size, nil
+	}
+}
+
+// testHookDrain, if set, is called when a server channel sees the end of its
+// input and starts waiting for outstanding replies (tests use it as a barrier).
+var testHookDrain atomic.Pointer[func()]
+
+// serverChannel is the jrpc2 channel.Channel of one server connection. It
+// fixes two jrpc2 traps (see doc.go):
+//   - lines are capped: an over-long line is discarded and answered with a
+//     CodeTooLarge error written directly, and the connection stays usable;
+//   - half-close: at the end of the input, Recv does not report io.EOF (which
+//     makes jrpc2 cancel everything in flight) until every request received
+//     so far has been answered.
+//
+// Lines that are not JSON are answered here too (CodeParseError, with advice
+// on compact JSON), and blank lines are skipped.
+//
+// jrpc2 calls Recv from one goroutine and Send under its own lock; direct
+// error writes from Recv are serialized with Send by wmu.
+type serverChannel struct {
+	conn         net.Conn
+	lr           *lineReader
+	log          *slog.Logger
+	writeTimeout time.Duration
+
+	wmu sync.Mutex // serializes writes on conn
+
+	mu       sync.Mutex
+	expected int64 // replies owed for the lines handed to jrpc2
+	sent     int64 // replies written
+	done     bool  // closed, or a write failed: stop waiting for replies
+	wake     chan struct{}
+
+	stopping atomic.Bool // Shutdown: a read deadline means "end of input"
+}
+
+func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, log *slog.Logger) *serverChannel {
+	return &serverChannel{
+		conn:         conn,
+		lr:           newLineReader(conn, maxLine),
+		log:          log,
+		writeTimeout: writeTimeout,
+		wake:         make(chan struct{}, 1),
+	}
+}
+
+// Recv implements channel.Channel.
+func (c *serverChannel) Recv() ([]byte, error) {
+	for {
+		line, size, err := c.lr.next()
+		if err != nil {
+			if err == io.EOF || (c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded)) {
+				return nil, c.drain()
+			}
+			return nil, err
+		}
+		if line == nil {
+			c.log.Warn("rpc: request line over the limit discarded", "bytes", size, "limit", c.lr.max)
+			c.writeError(CodeTooLarge, fmt.Sprintf(
+				"request line of %d bytes exceeds the limit of %d bytes and was discarded; "+
+					"send smaller requests (split large specs or inputs, or pass large payloads by reference)",
+				size, c.lr.max), map[string]int{"limit_bytes": c.lr.max})
+			continue
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		n, perr := expectedReplies(line)
+		if perr != nil {
+			c.writeError(CodeParseError, fmt.Sprintf(
+				"parse error: the line is not valid JSON (%v); send one compact JSON request per line "+
+					"(pretty-printed JSON spans lines: compact it, e.g. with jq -c)", perr), nil)
+			continue
+		}
+		c.mu.Lock()
+		c.expected += int64(n)
+		c.mu.Unlock()
+		return line, nil
+	}
+}
+
+// drain blocks until every reply owed has been sent (or the channel is
+// closed or broken), then reports io.EOF.
+func (c *serverChannel) drain() error {
+	if h := testHookDrain.Load(); h != nil {
+		(*h)()
+	}
+	for {
+		c.mu.Lock()
+		ok := c.done || c.sent >= c.expected
+		c.mu.Unlock()
+		if ok {
+			return io.EOF
+		}
+		<-c.wake
+	}
+}
+
+func (c *serverChannel) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Send implements channel.Channel. msg is one compact JSON value.
+func (c *serverChannel) Send(msg []byte) error {
+	if bytes.IndexByte(msg, '\n') >= 0 { // never from jrpc2's compact output; be safe
+		var b bytes.Buffer
+		if err := json.Compact(&b, msg); err != nil {
+			return err
+		}
+		msg = b.Bytes()
+	}
+	n := repliesIn(msg)
+	err := c.write(msg)
+	c.mu.Lock()
+	if err != nil {
+		c.done = true
+	} else {
+		c.sent += int64(n)
+	}
+	c.mu.Unlock()
+	c.poke()
+	if err != nil {
+		// A failed (possibly partial) write breaks the framing: end the
+		// connection so that jrpc2 stops too (it ignores Send errors).
+		c.log.Debug("rpc: write failed; closing the connection", "remote", c.conn.RemoteAddr(), "err", err)
+		c.conn.Close()
+	}
+	return err
+}
+
+func (c *serverChannel) write(msg []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.writeTimeout > 0 {
+		_ = c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	}
+	_, err := c.conn.Write(append(msg[:len(msg):len(msg)], '\n'))
+	return err
+}
+
+// writeError writes an error response with id null directly on the
+// connection (for lines that never reach jrpc2).
+func (c *serverChannel) writeError(code int, msg string, data any) {
+	e := &Error{Code: code, Message: msg}
+	if data != nil {
+		e.Data = mustJSON(data)
+	}
+	b, _ := json.Marshal(struct {
+		V  string          `json:"jsonrpc"`
+		ID json.RawMessage `json:"id"`
+		E  *Error          `json:"error"`
+	}{"2.0", json.RawMessage("null"), e})
+	if err := c.write(b); err != nil {
+		c.log.Debug("rpc: writing error response", "err", err)
+	}
+}
+
+// Close implements channel.Channel; it closes the connection and releases a
+// Recv waiting for replies.
+func (c *serverChannel) Close() error {
+	c.mu.Lock()
+	c.done = true
+	c.mu.Unlock()
+	c.poke()
+	return c.conn.Close()
+}
+
+// stopReading makes Recv treat the rest of the input as absent: requests
+// already read are still answered, then Recv reports io.EOF (graceful
+// shutdown).
+func (c *serverChannel) stopReading() {
+	c.stopping.Store(true)
+	_ = c.conn.SetReadDeadline(time.Now())
+}
+
+// repliesIn counts the responses in an outbound message. jrpc2 writes server
+// notifications as {"jsonrpc":"2.0","method":...} (no id: this package never
+// makes server-to-client calls) and batches only of responses.
+func repliesIn(msg []byte) int {
+	if bytes.HasPrefix(msg, []byte(`{"jsonrpc":"2.0","method":`)) {
+		return 0
+	}
+	if len(msg) > 0 && msg[0] == '[' {
+		var elems []json.RawMessage
+		if json.Unmarshal(msg, &elems) != nil {
+			return 0
+		}
+		return len(elems)
+	}
+	return 1
+}
+
+// expectedReplies reports how many responses jrpc2 will write for one
+// inbound line (a valid JSON value), following its rules: an empty batch
+// gets one error; every message gets a reply unless it is a well-formed
+// notification (a valid request without id, which is never answered, even
+// on error). A line that is not JSON is reported as an error.
+func expectedReplies(line []byte) (int, error) {
+	if line[0] != '[' {
+		if !json.Valid(line) {
+			return 0, jsonError(line)
+		}
+		if answered(line) {
+			return 1, nil
+		}
+		return 0, nil
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(line, &msgs); err != nil {
+		if !json.Valid(line) {
+			return 0, jsonError(line)
+		}
+		return 1, nil // valid JSON but not an array of values: one error
+	}
+	if len(msgs) == 0 {
+		return 1, nil
+	}
+	n := 0
+	for _, m := range msgs {
+		if answered(m) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func jsonError(line []byte) error {
+	var v json.RawMessage
+	err := json.Unmarshal(line, &v)
+	if err == nil {
+		err = errors.New("invalid JSON")
+	}
+	return err
+}
+
+// answered mirrors jrpc2's validation of one message (json.go parseJSON and
+// server.go checkAndAssignLocked): anything but a well-formed notification
+// gets a response.
+func answered(m json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(m, &obj) != nil || obj == nil {
+		return true
+	}
+	var v, method string
+	for k, val := range obj {
+		switch k {
+		case "jsonrpc":
+			if json.Unmarshal(val, &v) != nil {
+				return true
+			}
+		case "id":
+			if !isNullJSON(val) {
+				return true // a call: answered whatever else is wrong
+			}
+		case "method":
+			if json.Unmarshal(val, &method) != nil {
+				return true
+			}
+		case "params":
+			if !isNullJSON(val) && val[0] != '[' && val[0] != '{' {
+				return true
+			}
+		case "error":
+			if !isNullJSON(val) {
+				return true
+			}
+		default: // "result" and unknown fields make it invalid
+			return true
+		}
+	}
+	return v != "2.0" || method == ""
+}
+
+func isNullJSON(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
