@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -66,6 +67,7 @@ func (n *Node) establishLeadership() {
 				return
 			}
 		}
+		n.publishMeta(ctx)
 		n.isLeader.Store(true)
 		defer n.isLeader.Store(false)
 		loops := []func(context.Context){n.disp.run}
@@ -181,4 +183,27 @@ func (n *Node) gcLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// publishMeta records this node's addresses in the replicated state, so
+// followers can find the leader's forwarding address.
+func (n *Node) publishMeta(ctx context.Context) {
+	if len(n.cfg.Meta) == 0 {
+		return
+	}
+	if rec, err := n.fsm.Node(n.cfg.NodeID); err == nil && maps.Equal(rec.Meta, n.cfg.Meta) {
+		return
+	}
+	if _, _, err := n.Propose(ctx, &fsm.NodeInfo{ID: n.cfg.NodeID, Meta: n.cfg.Meta}); err != nil && ctx.Err() == nil {
+		n.log.Warn("publish node addresses", "err", err)
+	}
+}
+
+// NodeMeta returns the published meta of a node (e.g. the leader).
+func (n *Node) NodeMeta(id string) map[string]string {
+	rec, err := n.fsm.Node(id)
+	if err != nil {
+		return nil
+	}
+	return rec.Meta
 }

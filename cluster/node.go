@@ -93,6 +93,9 @@ type Config struct {
 	Advertise string // address peers dial; defaults to RaftBind
 	Peers     []Peer // initial configuration (bootstrap); empty = just this node
 	Logger    *slog.Logger
+	// Meta is published in the replicated state (fsm.NodeInfo) whenever
+	// this node becomes leader: its forwarding and client addresses.
+	Meta map[string]string
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -512,4 +515,15 @@ func (n *Node) closeAll() {
 		}
 	}
 	n.closers = nil
+}
+
+// Stopped is closed when Shutdown begins.
+func (n *Node) Stopped() <-chan struct{} { return n.stop }
+
+// WaitLeaderChange blocks until raft reports a leadership or state change,
+// ctx ends, or max passes.
+func (n *Node) WaitLeaderChange(ctx context.Context, max time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	n.waitLeaderChange(ctx)
 }

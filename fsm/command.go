@@ -32,6 +32,7 @@ const (
 	MsgGC          MsgType = 16
 	MsgMulti       MsgType = 17
 	MsgNoop        MsgType = 18
+	MsgNodeInfo    MsgType = 19
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -42,7 +43,7 @@ var msgNames = map[MsgType]string{
 	MsgFail: "fail", MsgReap: "reap", MsgTick: "tick", MsgCancelRun: "cancel", MsgInterrupt: "interrupt",
 	MsgResume: "resume", MsgRevert: "revert", MsgReplay: "replay", MsgQueueSet: "queue_set",
 	MsgQueuePause: "queue_pause", MsgSettingsSet: "settings_set", MsgGC: "gc", MsgMulti: "multi",
-	MsgNoop: "noop",
+	MsgNoop: "noop", MsgNodeInfo: "node_info",
 }
 
 func (t MsgType) String() string {
@@ -266,6 +267,8 @@ func Decode(buf []byte) (Command, error) {
 		c = &Multi{}
 	case MsgNoop:
 		c = &Noop{}
+	case MsgNodeInfo:
+		c = &NodeInfo{}
 	default:
 		if t&IgnoreUnknown != 0 {
 			return nil, errIgnored

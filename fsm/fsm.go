@@ -283,6 +283,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyMulti(c)
 	case *Noop:
 		return nil
+	case *NodeInfo:
+		return a.applyNodeInfo(c)
 	default:
 		return fmt.Errorf("%w: no handler for %s", ErrBadCommand, cmd.Type())
 	}

@@ -486,3 +486,21 @@ func (f *FSM) GCDue(now int64) bool {
 	})
 	return due
 }
+
+// LeaseOwners counts live leases per worker.
+func (f *FSM) LeaseOwners() map[string]int {
+	out := map[string]int{}
+	_ = f.View(func(r Reader) error {
+		return r.Scan(pfxLease, nil, false, func(k, _ []byte) bool {
+			run, key, ok := splitTaskID(string(k[len(pfxLease)+8:]))
+			if !ok {
+				return true
+			}
+			if t, _ := getJSON[Task](r, taskKey(run, key)); t != nil && t.LeaseOwner != "" {
+				out[t.LeaseOwner]++
+			}
+			return true
+		})
+	})
+	return out
+}

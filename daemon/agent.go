@@ -1,0 +1,212 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Agent is one running flowd daemon: a cluster node, the client protocol on
+// its Unix socket (and optional TCP listener), the inter-node forwarding
+// listener, and the HTTP health/metrics endpoint.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	node *cluster.Node
+	fsm  *fsm.FSM
+
+	srv     *rpc.Server // clients: unix socket, optional TCP
+	fwdSrv  *rpc.Server // other agents forwarding to this one as leader
+	httpSrv *http.Server
+	fwd     *forwarder
+	workers *workerRegistry
+	rate    *rateMeter
+	metrics *metrics
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	subs      map[string]context.CancelFunc
+	subSeq    uint64
+}
+
+type forwardedKey struct{}
+
+// isForwarded reports whether the request came from another agent: it is
+// served here or fails, never forwarded again.
+func isForwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) != nil }
+
+// New opens the node (raft, badger) and binds every listener, so errors
+// such as a port or socket in use surface before Run.
+func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	if err := cfg.Normalize(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = NewLogger(cfg.LogLevel, cfg.LogFormat)
+	}
+	peers, _ := cluster.ParsePeers(cfg.Peers)
+	a := &Agent{cfg: cfg, log: log, subs: map[string]context.CancelFunc{}, workers: newWorkerRegistry()}
+	ok := false
+	defer func() {
+		if !ok {
+			a.closeListeners()
+			if a.node != nil {
+				_ = a.node.Shutdown()
+			}
+		}
+	}()
+	// Bind the listeners first: failing on a busy port must not leave a
+	// half-started raft node behind.
+	sock, err := listenUnix(cfg.Socket)
+	if err != nil {
+		return nil, err
+	}
+	a.listeners = append(a.listeners, sock)
+	fwdL, err := net.Listen("tcp", cfg.ForwardAddr)
+	if err != nil {
+		return nil, fmt.Errorf("forwarding listener on %s: %w (set --forward-addr)", cfg.ForwardAddr, err)
+	}
+	a.listeners = append(a.listeners, fwdL)
+	var clientL, httpL net.Listener
+	if cfg.ClientAddr != "" {
+		if clientL, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
+			return nil, fmt.Errorf("client listener on %s: %w", cfg.ClientAddr, err)
+		}
+		a.listeners = append(a.listeners, clientL)
+	}
+	if cfg.HTTPAddr != "" {
+		if httpL, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("http listener on %s: %w", cfg.HTTPAddr, err)
+		}
+		a.listeners = append(a.listeners, httpL)
+	}
+	meta := map[string]string{"forward": cfg.ForwardAdvertise, "socket": cfg.Socket}
+	if cfg.ClientAddr != "" {
+		meta["client"] = cfg.ClientAddr
+	}
+	a.node, err = cluster.New(cluster.Config{
+		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
+		Peers: peers, Logger: log, Meta: meta,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.fsm = a.node.FSM()
+	a.fwd = newForwarder(a)
+	a.rate = newRateMeter(a.fsm)
+	a.metrics = newMetrics(a)
+	methods := a.methods()
+	opts := rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "rpc")}
+	a.srv = rpc.NewServer(a.metrics.instrument(methods), opts)
+	fwdMethods := make(map[string]rpc.Handler, len(methods))
+	for name, h := range methods {
+		fwdMethods[name] = func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return h(context.WithValue(ctx, forwardedKey{}, true), raw)
+		}
+	}
+	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward")})
+	a.startServing(sock, fwdL, clientL, httpL)
+	ok = true
+	return a, nil
+}
+
+func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
+	ctx := context.Background()
+	serve := func(s *rpc.Server, l net.Listener, what string) {
+		go func() {
+			if err := s.Serve(ctx, l); err != nil && !errors.Is(err, rpc.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				a.log.Error("listener stopped", "listener", what, "err", err)
+			}
+		}()
+	}
+	serve(a.srv, sock, "socket")
+	serve(a.fwdSrv, fwdL, "forward")
+	if clientL != nil {
+		serve(a.srv, clientL, "client")
+	}
+	if httpL != nil {
+		a.httpSrv = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := a.httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("http listener stopped", "err", err)
+			}
+		}()
+	}
+	go a.rate.run(a.stopCtx())
+	a.log.Info("agent started", "node", a.cfg.NodeID, "socket", a.cfg.Socket, "raft", a.cfg.RaftAddr,
+		"forward", a.cfg.ForwardAddr, "client", a.cfg.ClientAddr, "http", a.cfg.HTTPAddr)
+}
+
+func (a *Agent) stopCtx() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-a.nodeStopped()
+		cancel()
+	}()
+	return ctx
+}
+
+func (a *Agent) nodeStopped() <-chan struct{} { return a.node.Stopped() }
+
+// Node returns the agent's cluster node.
+func (a *Agent) Node() *cluster.Node { return a.node }
+
+// Config returns the normalized config.
+func (a *Agent) Config() Config { return a.cfg }
+
+// Run serves until ctx is done, then shuts down gracefully.
+func (a *Agent) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-a.node.Stopped():
+		return errors.New("cluster node stopped")
+	}
+	return a.Shutdown()
+}
+
+// Shutdown stops gracefully: it stops accepting clients, answers the
+// requests in flight, hands leadership to another node (milliseconds,
+// instead of an election after a timeout), and stops raft.
+func (a *Agent) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	a.log.Info("shutting down")
+	a.mu.Lock()
+	for _, c := range a.subs {
+		c()
+	}
+	a.mu.Unlock()
+	if a.httpSrv != nil {
+		_ = a.httpSrv.Shutdown(ctx)
+	}
+	if a.node.IsLeader() && len(a.node.Servers()) > 1 {
+		if err := a.node.TransferLeadership(""); err != nil {
+			a.log.Warn("leadership transfer failed; the others will elect a leader after a timeout", "err", err)
+		}
+	}
+	_ = a.srv.Shutdown(ctx)
+	_ = a.fwdSrv.Shutdown(ctx)
+	a.fwd.close()
+	a.closeListeners()
+	err := a.node.Shutdown()
+	a.log.Info("stopped")
+	return err
+}
+
+func (a *Agent) closeListeners() {
+	for _, l := range a.listeners {
+		_ = l.Close()
+	}
+	a.listeners = nil
+}

@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startAgents starts n in-process agents on loopback with real raft over
+// TCP, real badger, and their Unix sockets.
+func startAgents(t testing.TB, n int) []*Agent {
+	t.Helper()
+	dir := t.TempDir()
+	var peers []string
+	var cfgs []Config
+	for i := 1; i <= n; i++ {
+		raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		peers = append(peers, fmt.Sprintf("n%d=%s", i, raftAddr))
+		cfgs = append(cfgs, Config{NodeID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
+			RaftAddr: raftAddr, ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)), HeartbeatTimeout: 300 * time.Millisecond,
+			ElectionTimeout: 300 * time.Millisecond, LogLevel: "warn"})
+	}
+	var agents []*Agent
+	for _, c := range cfgs {
+		c.Peers = strings.Join(peers, ",")
+		a, err := New(c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, a)
+		t.Cleanup(func() { _ = a.Shutdown() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := agents[0].node.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return agents
+}
+
+func client(t testing.TB, a *Agent) *rpc.Client {
+	t.Helper()
+	c, err := rpc.NewClient([]string{"unix://" + a.cfg.Socket}, rpc.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func followers(agents []*Agent) (leader *Agent, fs []*Agent) {
+	for _, a := range agents {
+		if a.node.IsLeader() {
+			leader = a
+		} else {
+			fs = append(fs, a)
+		}
+	}
+	return
+}
+
+func TestSubmitClaimCompleteThroughFollowers(t *testing.T) {
+	agents := startAgents(t, 3)
+	_, fs := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c1, c2 := client(t, fs[0]), client(t, fs[len(fs)-1])
+	res, err := c1.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"pair","tasks":[{"key":"a","type":"echo"},{"key":"b","type":"echo","deps":["a"]}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		tasks, err := c2.Claim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 5000})
+		if err != nil || len(tasks) != 1 {
+			t.Fatalf("claim: %v %v", tasks, err)
+		}
+		ack, err := c2.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken, Result: json.RawMessage(`{"ok":true}`)})
+		if err != nil || !ack.Accepted {
+			t.Fatalf("complete: %v %v", ack, err)
+		}
+	}
+	w, err := c1.WaitRun(ctx, res.ID, 5000)
+	if err != nil || !w.Done || w.Run.State != domain.RunSucceeded {
+		t.Fatalf("wait: %+v %v", w, err)
+	}
+	// Every node reports the same final state.
+	var digests []string
+	for _, a := range agents {
+		d, err := client(t, a).Digest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, fmt.Sprintf("%d:%s", d.AppliedIndex, d.Digest))
+	}
+	_ = digests
+}

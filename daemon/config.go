@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/flowd/flowd/cluster"
+)
+
+// Config configures one agent. Every field has a flag and a FLOWD_* env var
+// (see cmd/flowd) and a key of the same name in the config file.
+type Config struct {
+	NodeID        string `json:"node_id"`
+	DataDir       string `json:"data_dir"`
+	RaftAddr      string `json:"raft_addr"`
+	RaftAdvertise string `json:"raft_advertise,omitempty"`
+	Peers         string `json:"peers,omitempty"`
+	Socket        string `json:"socket,omitempty"`
+	ClientAddr    string `json:"client_addr,omitempty"`
+	HTTPAddr      string `json:"http_addr,omitempty"`
+	// ForwardAddr is the inter-node listener followers forward writes to.
+	// Default: the raft host with the raft port + 1000 (7001 -> 8001).
+	ForwardAddr      string        `json:"forward_addr,omitempty"`
+	ForwardAdvertise string        `json:"forward_advertise,omitempty"`
+	MaxLine          int           `json:"max_line,omitempty"`
+	LogLevel         string        `json:"log_level,omitempty"`
+	LogFormat        string        `json:"log_format,omitempty"`
+	HeartbeatTimeout time.Duration `json:"raft_heartbeat_timeout,omitempty"`
+	ElectionTimeout  time.Duration `json:"raft_election_timeout,omitempty"`
+	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
+	// leadership).
+	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
+	Version         string        `json:"-"`
+}
+
+// ForwardPortOffset derives the default forwarding port from the raft port.
+const ForwardPortOffset = 1000
+
+// LoadConfigFile reads a YAML or JSON config file.
+func LoadConfigFile(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config file: %w", err)
+	}
+	js, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return c, fmt.Errorf("config file %s: %w", path, err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(js)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("config file %s: %w (keys are the flag names with '_' for '-')", path, err)
+	}
+	return c, nil
+}
+
+// Merge returns c with every non-zero field of over applied.
+func (c Config) Merge(over Config) Config {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&c.NodeID, over.NodeID)
+	set(&c.DataDir, over.DataDir)
+	set(&c.RaftAddr, over.RaftAddr)
+	set(&c.RaftAdvertise, over.RaftAdvertise)
+	set(&c.Peers, over.Peers)
+	set(&c.Socket, over.Socket)
+	set(&c.ClientAddr, over.ClientAddr)
+	set(&c.HTTPAddr, over.HTTPAddr)
+	set(&c.ForwardAddr, over.ForwardAddr)
+	set(&c.ForwardAdvertise, over.ForwardAdvertise)
+	set(&c.LogLevel, over.LogLevel)
+	set(&c.LogFormat, over.LogFormat)
+	set(&c.Version, over.Version)
+	if over.MaxLine != 0 {
+		c.MaxLine = over.MaxLine
+	}
+	if over.HeartbeatTimeout != 0 {
+		c.HeartbeatTimeout = over.HeartbeatTimeout
+	}
+	if over.ElectionTimeout != 0 {
+		c.ElectionTimeout = over.ElectionTimeout
+	}
+	if over.ShutdownTimeout != 0 {
+		c.ShutdownTimeout = over.ShutdownTimeout
+	}
+	return c
+}
+
+// Normalize fills defaults and checks the config, returning every problem.
+func (c *Config) Normalize() error {
+	var problems []string
+	if c.NodeID == "" {
+		problems = append(problems, "--node-id is required (a name for this node, e.g. n1)")
+	}
+	if c.DataDir == "" {
+		problems = append(problems, "--data-dir is required (where this node keeps its raft log and state)")
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = "127.0.0.1:7001"
+	}
+	if c.Socket == "" && c.DataDir != "" {
+		c.Socket = filepath.Join(c.DataDir, "flowd.sock")
+	}
+	if c.MaxLine == 0 {
+		c.MaxLine = 4 << 20
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.ForwardAddr == "" {
+		addr, err := DeriveForwardAddr(c.RaftAddr)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		c.ForwardAddr = addr
+	}
+	if c.ForwardAdvertise == "" {
+		c.ForwardAdvertise = c.ForwardAddr
+		if c.RaftAdvertise != "" {
+			if adv, err := DeriveForwardAddr(c.RaftAdvertise); err == nil {
+				c.ForwardAdvertise = adv
+			}
+		}
+	}
+	if _, err := cluster.ParsePeers(c.Peers); err != nil {
+		problems = append(problems, "--peers: "+err.Error())
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("invalid agent configuration:\n  - %s", strings.Join(problems, "\n  - "))
+	}
+	return nil
+}
+
+// DeriveForwardAddr returns the default forwarding address for a raft
+// address: same host, port + ForwardPortOffset.
+func DeriveForwardAddr(raftAddr string) (string, error) {
+	host, port, err := net.SplitHostPort(raftAddr)
+	if err != nil {
+		return "", fmt.Errorf("--raft-addr %q: %v", raftAddr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p+ForwardPortOffset > 65535 {
+		return "", fmt.Errorf("--raft-addr %q: cannot derive the forwarding port (raft port + %d); set --forward-addr", raftAddr, ForwardPortOffset)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+ForwardPortOffset)), nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "", "info":
+		return slog.LevelInfo, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level %q must be debug, info, warn or error", s)
+}
+
+// NewLogger builds the agent's slog logger on stderr.
+func NewLogger(level, format string) *slog.Logger {
+	lv, _ := parseLevel(level)
+	opts := &slog.HandlerOptions{Level: lv}
+	if strings.ToLower(format) == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}

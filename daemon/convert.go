@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Conversions from stored records to protocol types.
+
+func ms(t int64) time.Time {
+	if t == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(t).UTC()
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func toRun(r *fsm.Run, tasks []*fsm.Task, withSpec bool) rpc.Run {
+	out := rpc.Run{
+		ID: r.ID, Workflow: r.Workflow, State: r.State, OnFailure: r.Spec.OnFailure,
+		CreatedAt: ms(r.CreatedAt), StartedAt: ms(r.StartedAt), FinishedAt: ms(r.FinishedAt),
+		ParentID: r.ParentID, ReplayOf: r.ReplayOf, Labels: r.Labels, Input: r.Input, Reason: r.Reason,
+		PausedQueues: r.PausedQueues, Counts: map[string]int{}, TaskCount: r.TaskCount, ModifyIndex: r.ModifyIndex,
+	}
+	for s, n := range r.Counts {
+		out.Counts[string(s)] = n
+		if s.Done() {
+			out.Done += n
+		}
+	}
+	for _, t := range tasks {
+		out.Tasks = append(out.Tasks, toTask(t, false))
+	}
+	if withSpec {
+		spec := r.Spec
+		out.Spec = &spec
+	}
+	return out
+}
+
+func toTask(t *fsm.Task, detail bool) rpc.Task {
+	out := rpc.Task{
+		ID: t.ID(), RunID: t.RunID, Key: t.Key, Type: t.Type, Queue: t.Queue, State: t.State,
+		Attempt: t.Attempt, MaxAttempts: t.Retry.MaxAttempts, FencingToken: t.FencingToken,
+		LeaseOwner: t.LeaseOwner, LeaseExpiresAt: ms(t.LeaseExpiresAt), ReadyAt: ms(t.ReadyAt),
+		RetryAt: ms(t.RetryAt), StartedAt: ms(t.StartedAt), FinishedAt: ms(t.FinishedAt),
+		Priority: t.Priority, RevertType: t.RevertType, SpawnedBy: t.SpawnedBy, Deps: t.Deps,
+		Result: t.Result, Error: t.Error, Reused: t.Reused,
+	}
+	if out.Deps == nil {
+		out.Deps = []string{}
+	}
+	if t.Comp != nil {
+		out.Compensation = &rpc.Compensation{Phase: t.Comp.Phase, Attempt: t.Comp.Attempt, RetryAt: ms(t.Comp.RetryAt), Error: t.Comp.Error}
+	}
+	if detail {
+		out.Input = t.Input
+		for _, at := range t.Attempts {
+			out.Attempts = append(out.Attempts, rpc.Attempt{N: at.N, Worker: at.Worker, FencingToken: at.Token,
+				ClaimedAt: ms(at.ClaimedAt), EndedAt: ms(at.EndedAt), Outcome: at.Outcome, Error: at.Error, Compensation: at.Compensation})
+		}
+	}
+	return out
+}
+
+func toClaimed(c fsm.Claimed) rpc.Claimed {
+	return rpc.Claimed{
+		TaskID: c.TaskID, RunID: c.RunID, TaskKey: c.TaskKey, Type: c.Type, Queue: c.Queue, Input: c.Input,
+		RunInput: c.RunInput, Attempt: c.Attempt, FencingToken: c.FencingToken, LeaseMS: c.LeaseMS,
+		LeaseExpiresAt: ms(c.LeaseExpiresAt), DepResults: c.DepResults, Compensation: c.Compensation, Result: c.Result,
+	}
+}
+
+func toEvent(e fsm.Event) rpc.Event {
+	return rpc.Event{Index: e.Index, Seq: e.Seq, Kind: e.Kind, RunID: e.RunID, TaskKey: e.TaskKey, Name: e.Name,
+		Transition: e.Transition, From: e.From, To: e.To, At: ms(e.At), Attempt: e.Attempt, Worker: e.Worker,
+		Queue: e.Queue, Type: e.Type, Error: e.Error}
+}
+
+func toBreaker(b fsm.Breaker) rpc.Breaker {
+	return rpc.Breaker{Type: b.Type, State: b.State, Failures: b.Failures, OpenedAt: ms(b.OpenedAt)}
+}
+
+func countsOf(m map[domain.RunState]int) map[string]int {
+	out := map[string]int{}
+	for _, s := range domain.RunStates {
+		out[string(s)] = m[s]
+	}
+	return out
+}

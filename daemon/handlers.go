@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+// methods is the agent's method table: the client protocol of
+// docs/rpc.md. Reads are served from local state; writes, long polls and
+// consistent reads run on the leader (forwarded when this node follows).
+func (a *Agent) methods() map[string]rpc.Handler {
+	return map[string]rpc.Handler{
+		rpc.MethodHello:          rpc.Func(a.hello),
+		rpc.MethodRunSubmit:      rpc.Func(a.runSubmit),
+		rpc.MethodRunGet:         rpc.Func(a.runGet),
+		rpc.MethodRunList:        rpc.Func(a.runList),
+		rpc.MethodRunWait:        rpc.Func(a.runWait),
+		rpc.MethodRunCancel:      rpc.Func(a.verb(rpc.MethodRunCancel)),
+		rpc.MethodRunInterrupt:   rpc.Func(a.verb(rpc.MethodRunInterrupt)),
+		rpc.MethodRunResume:      rpc.Func(a.verb(rpc.MethodRunResume)),
+		rpc.MethodRunRevert:      rpc.Func(a.verb(rpc.MethodRunRevert)),
+		rpc.MethodRunReplay:      rpc.Func(a.runReplay),
+		rpc.MethodRunStats:       rpc.Func(a.runStats),
+		rpc.MethodTaskGet:        rpc.Func(a.taskGet),
+		rpc.MethodTaskClaim:      rpc.Func(a.taskClaim),
+		rpc.MethodTaskHeartbeat:  rpc.Func(a.taskHeartbeat),
+		rpc.MethodTaskComplete:   rpc.Func(a.taskComplete),
+		rpc.MethodTaskFail:       rpc.Func(a.taskFail),
+		rpc.MethodClusterStatus:  rpc.Func(a.clusterStatus),
+		rpc.MethodClusterStats:   rpc.Func(a.clusterStats),
+		rpc.MethodClusterDigest:  rpc.Func(a.clusterDigest),
+		rpc.MethodEventsSub:      rpc.Func(a.eventsSubscribe),
+		rpc.MethodEventsUnsub:    rpc.Func(a.eventsUnsubscribe),
+		rpc.MethodEventsList:     rpc.Func(a.eventsList),
+		rpc.MethodQueueList:      rpc.Func(a.queueList),
+		rpc.MethodQueuePause:     rpc.Func(a.queuePause(true)),
+		rpc.MethodQueueResume:    rpc.Func(a.queuePause(false)),
+		rpc.MethodQueueSet:       rpc.Func(a.queueSet),
+		rpc.MethodSettingsGet:    rpc.Func(a.settingsGet),
+		rpc.MethodSettingsSet:    rpc.Func(a.settingsSet),
+		rpc.MethodWorkersList:    rpc.Func(a.workersList),
+		rpc.MethodRaftPeers:      rpc.Func(a.raftPeers),
+		rpc.MethodRaftAddPeer:    rpc.Func(a.raftAddPeer),
+		rpc.MethodRaftRemovePeer: rpc.Func(a.raftRemovePeer),
+		rpc.MethodRaftTransfer:   rpc.Func(a.raftTransfer),
+		rpc.MethodSnapshotSave:   rpc.Func(a.snapshotSave),
+		rpc.MethodSnapshotRest:   rpc.Func(a.snapshotRestore),
+	}
+}
+
+// writeTimeout bounds a write that has no wait of its own.
+const writeTimeout = 10 * time.Second
+
+// waitMargin is how long past its own wait a long poll may take.
+const waitMargin = 500 * time.Millisecond
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+func (a *Agent) hello(_ context.Context, p rpc.HelloParams) (rpc.HelloResult, error) {
+	return rpc.HelloResult{ProtocolVersion: rpc.ProtocolVersion, NodeID: a.cfg.NodeID, Version: a.cfg.Version}, nil
+}

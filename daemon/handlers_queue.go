@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Queue, settings and worker methods.
+
+func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error) {
+	qs, err := a.fsm.Queues()
+	if err != nil {
+		return rpc.QueueListResult{}, err
+	}
+	bs, err := a.fsm.Breakers()
+	if err != nil {
+		return rpc.QueueListResult{}, err
+	}
+	now := a.fsm.Now()
+	if wall := time.Now().UnixMilli(); wall > now {
+		now = wall
+	}
+	out := rpc.QueueListResult{Queues: []rpc.Queue{}, Breakers: []rpc.Breaker{}}
+	for _, q := range qs {
+		rq := rpc.Queue{Name: q.Name, Ready: q.Ready, Running: q.Running, Concurrency: q.Concurrency,
+			Paused: q.Paused, Types: q.Types, Breakers: []rpc.Breaker{}}
+		if q.OldestReadyAt != 0 {
+			rq.OldestReadyMS = max(0, now-q.OldestReadyAt)
+		}
+		for _, b := range q.Breakers {
+			rq.Breakers = append(rq.Breakers, toBreaker(b))
+		}
+		out.Queues = append(out.Queues, rq)
+	}
+	for _, b := range bs {
+		out.Breakers = append(out.Breakers, toBreaker(b))
+	}
+	sort.Slice(out.Queues, func(i, j int) bool { return out.Queues[i].Name < out.Queues[j].Name })
+	return out, nil
+}
+
+func (a *Agent) queuePause(pause bool) func(context.Context, rpc.QueuePauseParams) (rpc.ChangedResult, error) {
+	method := rpc.MethodQueueResume
+	if pause {
+		method = rpc.MethodQueuePause
+	}
+	return func(ctx context.Context, p rpc.QueuePauseParams) (rpc.ChangedResult, error) {
+		if p.Name == "" {
+			return rpc.ChangedResult{}, invalid("name (the queue) is required")
+		}
+		if p.RunID != "" {
+			id, err := a.resolve(p.RunID)
+			if err != nil {
+				return rpc.ChangedResult{}, err
+			}
+			p.RunID = id
+		}
+		ctx, cancel := withTimeout(ctx, writeTimeout)
+		defer cancel()
+		return onLeader(ctx, a, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+			res, idx, err := a.node.Propose(ctx, &fsm.QueuePause{Name: p.Name, RunID: p.RunID, Paused: pause})
+			if err != nil {
+				return rpc.ChangedResult{}, err
+			}
+			return rpc.ChangedResult{Changed: res.(*fsm.ChangedResult).Changed, Index: idx}, nil
+		})
+	}
+}
+
+func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.ChangedResult, error) {
+	if p.Name == "" {
+		return rpc.ChangedResult{}, invalid("name (the queue) is required")
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodQueueSet, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+		res, idx, err := a.node.Propose(ctx, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency})
+		if err != nil {
+			return rpc.ChangedResult{}, err
+		}
+		return rpc.ChangedResult{Changed: res.(*fsm.ChangedResult).Changed, Index: idx}, nil
+	})
+}
+
+func toSettings(s fsm.Settings) rpc.Settings {
+	return rpc.Settings{MaxRunningRuns: &s.MaxRunningRuns, RetentionMS: &s.RetentionMS,
+		BreakerFailures: &s.BreakerFailures, BreakerCooldownMS: &s.BreakerCooldownMS, EventWindow: &s.EventWindow}
+}
+
+func (a *Agent) settingsGet(context.Context, struct{}) (rpc.Settings, error) {
+	s, err := a.fsm.Settings()
+	return toSettings(s), err
+}
+
+func (a *Agent) settingsSet(ctx context.Context, p rpc.Settings) (rpc.Settings, error) {
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodSettingsSet, p, func(ctx context.Context) (rpc.Settings, error) {
+		res, _, err := a.node.Propose(ctx, &fsm.SettingsSet{MaxRunningRuns: p.MaxRunningRuns, RetentionMS: p.RetentionMS,
+			BreakerFailures: p.BreakerFailures, BreakerCooldownMS: p.BreakerCooldownMS, EventWindow: p.EventWindow})
+		if err != nil {
+			return rpc.Settings{}, err
+		}
+		return toSettings(*res.(*fsm.Settings)), nil
+	})
+}
+
+func (a *Agent) workersList(ctx context.Context, p struct{}) (rpc.WorkersResult, error) {
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodWorkersList, p, func(context.Context) (rpc.WorkersResult, error) {
+		return rpc.WorkersResult{Workers: a.workers.list(a.fsm.LeaseOwners())}, nil
+	})
+}

@@ -1,0 +1,296 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Run methods.
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{domain.ErrInvalidArgument}, args...)...)
+}
+
+// newRunID returns a UUIDv7: time-ordered, so run keys sort by creation.
+func newRunID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func checkRunID(id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", invalid("id %q is not a UUID (omit it and the agent picks a UUIDv7)", id)
+	}
+	return u.String(), nil
+}
+
+func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitResult, error) {
+	if len(p.Workflow) == 0 || string(p.Workflow) == "null" {
+		return rpc.SubmitResult{}, invalid("workflow is required: a spec object with tasks")
+	}
+	spec, err := domain.ParseSpec(p.Workflow, a.fsm.Limits())
+	if err != nil {
+		return rpc.SubmitResult{}, err
+	}
+	if p.ID == "" {
+		p.ID = newRunID() // before forwarding, so a retried forward is idempotent
+	} else if p.ID, err = checkRunID(p.ID); err != nil {
+		return rpc.SubmitResult{}, err
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+		res, idx, err := a.node.Propose(ctx, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull})
+		if err != nil {
+			return rpc.SubmitResult{}, err
+		}
+		r := res.(*fsm.SubmitResult)
+		return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
+	})
+}
+
+// resolve turns a full or short run id into the full id.
+func (a *Agent) resolve(id string) (string, error) {
+	if id == "" {
+		return "", invalid("id is required")
+	}
+	return a.fsm.ResolveRunID(id)
+}
+
+// consistently runs read on the leader after a barrier when asked to, so
+// the read reflects every write acknowledged before it.
+func consistently[R any](ctx context.Context, a *Agent, consistent bool, method string, params any, read func() (R, error)) (R, error) {
+	if !consistent {
+		return read()
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, method, params, func(ctx context.Context) (R, error) {
+		if err := a.node.Barrier(ctx); err != nil {
+			var zero R
+			return zero, err
+		}
+		return read()
+	})
+}
+
+func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
+	return consistently(ctx, a, p.Consistent, rpc.MethodRunGet, p, func() (rpc.Run, error) {
+		id, err := a.resolve(p.ID)
+		if err != nil {
+			return rpc.Run{}, err
+		}
+		r, tasks, err := a.fsm.GetRun(id)
+		if err != nil {
+			return rpc.Run{}, err
+		}
+		return toRun(r, tasks, true), nil
+	})
+}
+
+func (a *Agent) runList(ctx context.Context, p rpc.ListParams) (rpc.ListResult, error) {
+	if p.State != "" && !p.State.Valid() {
+		return rpc.ListResult{}, invalid("state %q is not a run state (%s)", p.State, runStateNames())
+	}
+	return consistently(ctx, a, p.Consistent, rpc.MethodRunList, p, func() (rpc.ListResult, error) {
+		runs, next, err := a.fsm.ListRuns(p.State, p.Limit, p.Cursor)
+		if err != nil {
+			return rpc.ListResult{}, err
+		}
+		counts, err := a.fsm.CountRuns()
+		if err != nil {
+			return rpc.ListResult{}, err
+		}
+		out := rpc.ListResult{Runs: make([]rpc.Run, 0, len(runs)), NextCursor: next, Counts: countsOf(counts)}
+		for _, r := range runs {
+			out.Runs = append(out.Runs, toRun(r, nil, false))
+		}
+		return out, nil
+	})
+}
+
+func runStateNames() string {
+	var s []string
+	for _, st := range domain.RunStates {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+// MaxWait caps run.wait and task.claim waits.
+const MaxWait = time.Hour
+
+func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, error) {
+	if p.TimeoutMS < 0 {
+		return rpc.WaitResult{}, invalid("timeout_ms must be >= 0")
+	}
+	wait := min(time.Duration(p.TimeoutMS)*time.Millisecond, MaxWait)
+	id, err := a.resolve(p.ID)
+	if err != nil {
+		return rpc.WaitResult{}, err
+	}
+	p.ID = id
+	deadline := time.Now().Add(wait)
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodRunWait, p, func(ctx context.Context) (rpc.WaitResult, error) {
+		timer := time.NewTimer(time.Until(deadline))
+		defer timer.Stop()
+		for {
+			changed := a.fsm.Changed()
+			r, tasks, err := a.fsm.GetRun(id)
+			if err != nil {
+				return rpc.WaitResult{}, err
+			}
+			if r.State.Done() || !time.Now().Before(deadline) {
+				return rpc.WaitResult{Done: r.State.Done(), Run: toRun(r, tasks, false)}, nil
+			}
+			select {
+			case <-changed:
+			case <-timer.C:
+			case <-ctx.Done():
+				return rpc.WaitResult{Done: false, Run: toRun(r, tasks, false)}, nil
+			}
+		}
+	})
+}
+
+// verbSpec says which run states a verb may act on, and in which it is a
+// no-op (changed: false) rather than an illegal transition.
+type verbSpec struct {
+	msg   fsm.MsgType
+	name  string
+	edges []string
+	noop  []domain.RunState
+}
+
+var verbs = map[string]verbSpec{
+	rpc.MethodRunCancel: {fsm.MsgCancelRun, "cancel",
+		[]string{domain.EdgeCancel, domain.EdgeCancelBeforeStart, domain.EdgeCancelInterrupted}, []domain.RunState{domain.RunCancelled}},
+	rpc.MethodRunInterrupt: {fsm.MsgInterrupt, "interrupt", []string{domain.EdgeInterrupt}, []domain.RunState{domain.RunInterrupted}},
+	rpc.MethodRunResume:    {fsm.MsgResume, "resume", []string{domain.EdgeResume}, []domain.RunState{domain.RunRunning, domain.RunReverting}},
+	rpc.MethodRunRevert:    {fsm.MsgRevert, "revert", []string{domain.EdgeRevert}, []domain.RunState{domain.RunReverting, domain.RunReverted}},
+}
+
+// checkVerb raises IllegalTransition before anything is proposed when the
+// verb's edges cannot leave the run's state.
+func checkVerb(v verbSpec, s domain.RunState) (noop bool, err error) {
+	for _, e := range v.edges {
+		if domain.RunMachine.Can(s, e) {
+			return false, nil
+		}
+	}
+	for _, n := range v.noop {
+		if n == s {
+			return true, nil
+		}
+	}
+	var from []string
+	for _, e := range v.edges {
+		edge, _ := domain.RunMachine.Edge(e)
+		for _, f := range edge.From {
+			from = append(from, string(f))
+		}
+	}
+	return false, fmt.Errorf("%w: cannot %s a %s run (%s applies to %s runs)",
+		domain.ErrIllegalTransition, v.name, s, v.name, strings.Join(from, ", "))
+}
+
+func (a *Agent) verb(method string) func(context.Context, rpc.VerbParams) (rpc.ChangedResult, error) {
+	v := verbs[method]
+	return func(ctx context.Context, p rpc.VerbParams) (rpc.ChangedResult, error) {
+		id, err := a.resolve(p.ID)
+		if err != nil {
+			return rpc.ChangedResult{}, err
+		}
+		p.ID = id
+		r, err := a.fsm.GetRunOnly(id)
+		if err != nil {
+			return rpc.ChangedResult{}, err
+		}
+		if noop, err := checkVerb(v, r.State); err != nil || noop {
+			return rpc.ChangedResult{}, err
+		}
+		ctx, cancel := withTimeout(ctx, writeTimeout)
+		defer cancel()
+		return onLeader(ctx, a, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+			cmd := fsm.NewRunVerb(v.msg, id)
+			cmd.Reason = p.Reason
+			res, idx, err := a.node.Propose(ctx, cmd)
+			if err != nil {
+				return rpc.ChangedResult{}, err
+			}
+			return rpc.ChangedResult{Changed: res.(*fsm.ChangedResult).Changed, Index: idx}, nil
+		})
+	}
+}
+
+func (a *Agent) runReplay(ctx context.Context, p rpc.ReplayParams) (rpc.SubmitResult, error) {
+	id, err := a.resolve(p.ID)
+	if err != nil {
+		return rpc.SubmitResult{}, err
+	}
+	p.ID = id
+	if p.NewID == "" {
+		p.NewID = newRunID()
+	} else if p.NewID, err = checkRunID(p.NewID); err != nil {
+		return rpc.SubmitResult{}, err
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodRunReplay, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+		res, idx, err := a.node.Propose(ctx, &fsm.Replay{ParentID: p.ID, NewID: p.NewID, Input: p.Input, ReuseSucceeded: p.ReuseSucceeded})
+		if err != nil {
+			return rpc.SubmitResult{}, err
+		}
+		r := res.(*fsm.SubmitResult)
+		return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
+	})
+}
+
+func (a *Agent) runStats(_ context.Context, p rpc.IDParams) (rpc.RunStats, error) {
+	id, err := a.resolve(p.ID)
+	if err != nil {
+		return rpc.RunStats{}, err
+	}
+	r, tasks, err := a.fsm.GetRun(id)
+	if err != nil {
+		return rpc.RunStats{}, err
+	}
+	out := rpc.RunStats{ID: r.ID, State: string(r.State), Counts: map[string]int{}}
+	for s, n := range r.Counts {
+		out.Counts[string(s)] = n
+	}
+	end := r.FinishedAt
+	if end == 0 {
+		end = a.fsm.Now()
+	}
+	if r.StartedAt != 0 {
+		out.RunMS = end - r.StartedAt
+	}
+	for _, t := range tasks {
+		ts := rpc.TaskStats{Key: t.Key, State: string(t.State), Attempts: len(t.Attempts)}
+		out.Attempts += len(t.Attempts)
+		if len(t.Attempts) > 1 {
+			out.Retries += len(t.Attempts) - 1
+		}
+		if t.ReadyAt != 0 && len(t.Attempts) > 0 {
+			ts.QueueWaitMS = max(0, t.Attempts[len(t.Attempts)-1].ClaimedAt-t.ReadyAt)
+		}
+		if t.StartedAt != 0 {
+			stop := t.FinishedAt
+			if stop == 0 {
+				stop = a.fsm.Now()
+			}
+			ts.RunMS = max(0, stop-t.StartedAt)
+		}
+		out.Tasks = append(out.Tasks, ts)
+	}
+	return out, nil
+}

@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Task methods.
+
+func (a *Agent) taskGet(_ context.Context, p rpc.TaskIDParams) (rpc.Task, error) {
+	run, key, ok := fsm.SplitTaskID(p.ID)
+	if !ok {
+		return rpc.Task{}, invalid("task id %q must look like <run id>/<task key>", p.ID)
+	}
+	run, err := a.resolve(run)
+	if err != nil {
+		return rpc.Task{}, err
+	}
+	t, err := a.fsm.GetTask(run + "/" + key)
+	if err != nil {
+		return rpc.Task{}, err
+	}
+	return toTask(t, true), nil
+}
+
+func checkNames(kind string, names []string) error {
+	for _, n := range names {
+		if !domain.ValidKey(n) {
+			return invalid("%s %q is not a valid name", kind, n)
+		}
+	}
+	return nil
+}
+
+func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResult, error) {
+	if p.WorkerID == "" || len(p.WorkerID) > 200 {
+		return rpc.ClaimResult{}, invalid("worker_id is required (a stable name for the worker, at most 200 bytes)")
+	}
+	if err := checkNames("queue", p.Queues); err != nil {
+		return rpc.ClaimResult{}, err
+	}
+	if err := checkNames("type", p.Types); err != nil {
+		return rpc.ClaimResult{}, err
+	}
+	if p.Max <= 0 {
+		p.Max = 1
+	}
+	p.Max = min(p.Max, fsm.MaxClaim)
+	if p.WaitMS < 0 {
+		return rpc.ClaimResult{}, invalid("wait_ms must be >= 0")
+	}
+	wait := min(time.Duration(p.WaitMS)*time.Millisecond, MaxWait)
+	deadline := time.Now().Add(wait)
+	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
+	defer cancel()
+	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max}
+	return onLeader(ctx, a, rpc.MethodTaskClaim, p, func(ctx context.Context) (rpc.ClaimResult, error) {
+		a.workers.waiting(p, a.cfg.NodeID)
+		defer a.workers.doneWaiting(p.WorkerID)
+		var got []fsm.Claimed
+		if wait <= 0 {
+			// No wait: one claim entry if anything is ready, else nothing.
+			if !a.fsm.HasReady(w) {
+				return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
+			}
+			res, _, err := a.node.Propose(ctx, &fsm.Claim{Waiters: []fsm.Waiter{w}})
+			if err != nil {
+				return rpc.ClaimResult{}, err
+			}
+			got = res.(*fsm.ClaimResult).Assigned[0]
+		} else {
+			wctx, wcancel := context.WithDeadline(ctx, deadline)
+			var err error
+			got, err = a.node.Claim(wctx, w, waitMargin/2)
+			wcancel()
+			if err != nil {
+				return rpc.ClaimResult{}, err
+			}
+		}
+		out := rpc.ClaimResult{Tasks: make([]rpc.Claimed, 0, len(got))}
+		ids := make([]string, 0, len(got))
+		for _, c := range got {
+			out.Tasks = append(out.Tasks, toClaimed(c))
+			ids = append(ids, c.TaskID)
+		}
+		a.workers.assigned(p.WorkerID, ids)
+		a.metrics.claimed.Add(float64(len(got)))
+		return out, nil
+	})
+}
+
+func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.AckResult, error) {
+	if p.TaskID == "" {
+		return rpc.AckResult{}, invalid("task_id is required")
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
+		res, _, err := a.node.Propose(ctx, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken})
+		if err != nil {
+			return rpc.AckResult{}, err
+		}
+		ack := res.(*fsm.AckResult)
+		if ack.Accepted {
+			a.workers.heartbeat(p.TaskID)
+		}
+		return rpc.AckResult{Accepted: ack.Accepted, LeaseExpiresAt: ms(ack.LeaseExpiresAt)}, nil
+	})
+}
+
+func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.AckResult, error) {
+	if p.TaskID == "" {
+		return rpc.AckResult{}, invalid("task_id is required")
+	}
+	if n := len(p.Result); n > a.fsm.Limits().MaxResultBytes {
+		return rpc.AckResult{}, tooLarge("result of %d bytes exceeds the limit of %d; store large outputs elsewhere and return a reference", n, a.fsm.Limits().MaxResultBytes)
+	}
+	spawn, err := domain.ParseTaskSpecs(p.Spawn, "spawn")
+	if err != nil {
+		return rpc.AckResult{}, err
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
+		res, _, err := a.node.Propose(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn})
+		if err != nil {
+			return rpc.AckResult{}, err
+		}
+		ack := res.(*fsm.AckResult)
+		if ack.Accepted {
+			a.metrics.completed.Inc()
+		}
+		return rpc.AckResult{Accepted: ack.Accepted}, nil
+	})
+}
+
+func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, error) {
+	if p.TaskID == "" {
+		return rpc.AckResult{}, invalid("task_id is required")
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
+		res, _, err := a.node.Propose(ctx, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable})
+		if err != nil {
+			return rpc.AckResult{}, err
+		}
+		ack := res.(*fsm.AckResult)
+		if ack.Accepted {
+			a.metrics.failed.Inc()
+		}
+		return rpc.AckResult{Accepted: ack.Accepted}, nil
+	})
+}
+
+func tooLarge(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{domain.ErrTooLarge}, args...)...)
+}

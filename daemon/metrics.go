@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	gometrics "github.com/armon/go-metrics"
+	gmprom "github.com/armon/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+// metrics are the agent's Prometheus metrics: flowd's own (requests, tasks,
+// runs, queues, raft state) on a private registry, plus raft's internal
+// go-metrics through a Prometheus sink.
+type metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	claimed   prometheus.Counter
+	completed prometheus.Counter
+	failed    prometheus.Counter
+}
+
+var raftSinkOnce sync.Once
+
+func newMetrics(a *Agent) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowd_rpc_requests_total",
+		Help: "JSON-RPC requests by method and result code (0 = success)."}, []string{"method", "code"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flowd_rpc_duration_seconds",
+		Help: "JSON-RPC request latency.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"method"})
+	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_claimed_total", Help: "Tasks handed to workers by this agent."})
+	m.completed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_completed_total", Help: "Completions accepted through this agent."})
+	m.failed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_failed_total", Help: "Failures accepted through this agent."})
+	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), stateCollector{a})
+	raftSinkOnce.Do(func() {
+		if sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.DefaultRegisterer, Expiration: time.Minute}); err == nil {
+			cfg := gometrics.DefaultConfig("flowd")
+			cfg.EnableHostname = false
+			_, _ = gometrics.NewGlobal(cfg, sink)
+		}
+	})
+	return m
+}
+
+// instrument wraps every handler with request counting and timing.
+func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Handler {
+	out := make(map[string]rpc.Handler, len(methods))
+	for name, h := range methods {
+		out[name] = func(ctx context.Context, raw json.RawMessage) (any, error) {
+			t0 := time.Now()
+			res, err := h(ctx, raw)
+			code := 0
+			if err != nil {
+				var re *rpc.Error
+				if errors.As(err, &re) {
+					code = re.Code
+				} else {
+					code = rpc.ToError(err).Code
+				}
+			}
+			m.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
+			m.latency.WithLabelValues(name).Observe(time.Since(t0).Seconds())
+			return res, err
+		}
+	}
+	return out
+}
+
+// stateCollector reads raft and FSM state at scrape time.
+type stateCollector struct{ a *Agent }
+
+var (
+	descRaftState   = prometheus.NewDesc("flowd_raft_state", "1 for this node's raft state.", []string{"state"}, nil)
+	descTerm        = prometheus.NewDesc("flowd_raft_term", "Current raft term.", nil, nil)
+	descCommit      = prometheus.NewDesc("flowd_raft_commit_index", "Raft commit index.", nil, nil)
+	descApplied     = prometheus.NewDesc("flowd_raft_applied_index", "Index applied to the state machine.", nil, nil)
+	descLeaderChg   = prometheus.NewDesc("flowd_leadership_gained_total", "Times this node became leader.", nil, nil)
+	descPeers       = prometheus.NewDesc("flowd_raft_peers", "Servers in the raft configuration.", nil, nil)
+	descRuns        = prometheus.NewDesc("flowd_runs", "Runs by state.", []string{"state"}, nil)
+	descQueueReady  = prometheus.NewDesc("flowd_queue_ready", "Dispatchable tasks per queue.", []string{"queue"}, nil)
+	descQueueRun    = prometheus.NewDesc("flowd_queue_running", "Running tasks per queue.", []string{"queue"}, nil)
+	descTasksDone   = prometheus.NewDesc("flowd_tasks_done_total", "Tasks succeeded, cluster-wide (replicated counter).", nil, nil)
+	descLeaseExpiry = prometheus.NewDesc("flowd_lease_expiries_total", "Leases expired and reaped, cluster-wide.", nil, nil)
+	descWaiting     = prometheus.NewDesc("flowd_claims_waiting", "Long-polling claims held by this node.", nil, nil)
+)
+
+func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRaftState, descTerm, descCommit, descApplied, descLeaderChg, descPeers,
+		descRuns, descQueueReady, descQueueRun, descTasksDone, descLeaseExpiry, descWaiting} {
+		ch <- d
+	}
+}
+
+func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.a.node
+	s := n.Status()
+	for _, st := range []string{"Leader", "Follower", "Candidate", "Shutdown"} {
+		v := 0.0
+		if s.State == st {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, st)
+	}
+	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(s.Term))
+	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(s.CommitIndex))
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(s.AppliedIndex))
+	ch <- prometheus.MustNewConstMetric(descLeaderChg, prometheus.CounterValue, float64(n.LeaderChanges.Load()))
+	ch <- prometheus.MustNewConstMetric(descPeers, prometheus.GaugeValue, float64(len(s.Peers)))
+	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n.WaitingClaims()))
+	if counts, err := c.a.fsm.CountRuns(); err == nil {
+		for st, v := range countsOf(counts) {
+			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(v), st)
+		}
+	}
+	if qs, err := c.a.fsm.Queues(); err == nil {
+		for _, q := range qs {
+			ch <- prometheus.MustNewConstMetric(descQueueReady, prometheus.GaugeValue, float64(q.Ready), q.Name)
+			ch <- prometheus.MustNewConstMetric(descQueueRun, prometheus.GaugeValue, float64(q.Running), q.Name)
+		}
+	}
+	if ctr, err := c.a.fsm.Counters(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descTasksDone, prometheus.CounterValue, float64(ctr.TasksDone))
+		ch <- prometheus.MustNewConstMetric(descLeaseExpiry, prometheus.CounterValue, float64(ctr.LeaseExpiries))
+	}
+}
+
+func (a *Agent) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if reason := a.notReady(); reason != "" {
+			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	gatherers := prometheus.Gatherers{a.metrics.reg, prometheus.DefaultGatherer}
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// notReady explains why this node should not take traffic, or "".
+func (a *Agent) notReady() string {
+	id, _ := a.node.Leader()
+	if id == "" {
+		return "no leader (election in progress or no quorum)"
+	}
+	s := a.node.Status()
+	if s.CommitIndex > s.AppliedIndex+1000 {
+		return "catching up: applied " + strconv.FormatUint(s.AppliedIndex, 10) + " of " + strconv.FormatUint(s.CommitIndex, 10)
+	}
+	return ""
+}

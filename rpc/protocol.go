@@ -1,0 +1,477 @@
+package rpc
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// ProtocolVersion is bumped only on incompatible changes. Clients call
+// agent.hello at connect and fail fast on a mismatch.
+const ProtocolVersion = 1
+
+// Method names. They are the contract (../shared/PROTOCOL.md and
+// docs/rpc.md): add, never rename.
+const (
+	MethodHello          = "agent.hello"
+	MethodRunSubmit      = "run.submit"
+	MethodRunGet         = "run.get"
+	MethodRunList        = "run.list"
+	MethodRunWait        = "run.wait"
+	MethodRunCancel      = "run.cancel"
+	MethodRunInterrupt   = "run.interrupt"
+	MethodRunResume      = "run.resume"
+	MethodRunRevert      = "run.revert"
+	MethodRunReplay      = "run.replay"
+	MethodRunStats       = "run.stats"
+	MethodTaskGet        = "task.get"
+	MethodTaskClaim      = "task.claim"
+	MethodTaskHeartbeat  = "task.heartbeat"
+	MethodTaskComplete   = "task.complete"
+	MethodTaskFail       = "task.fail"
+	MethodClusterStatus  = "cluster.status"
+	MethodClusterStats   = "cluster.stats"
+	MethodClusterDigest  = "cluster.digest"
+	MethodEventsSub      = "events.subscribe"
+	MethodEventsUnsub    = "events.unsubscribe"
+	MethodEventsList     = "events.list"
+	MethodQueueList      = "queue.list"
+	MethodQueuePause     = "queue.pause"
+	MethodQueueResume    = "queue.resume"
+	MethodQueueSet       = "queue.set"
+	MethodSettingsGet    = "settings.get"
+	MethodSettingsSet    = "settings.set"
+	MethodWorkersList    = "workers.list"
+	MethodRaftPeers      = "operator.raft.list_peers"
+	MethodRaftAddPeer    = "operator.raft.add_peer"
+	MethodRaftRemovePeer = "operator.raft.remove_peer"
+	MethodRaftTransfer   = "operator.raft.transfer_leadership"
+	MethodSnapshotSave   = "snapshot.save"
+	MethodSnapshotRest   = "snapshot.restore"
+
+	// NotifyEvent is the server notification of events.subscribe.
+	NotifyEvent = "event"
+)
+
+// HelloParams opens a session.
+type HelloParams struct {
+	ProtocolVersion int    `json:"protocol_version"`
+	Client          string `json:"client,omitempty"`
+}
+
+// HelloResult identifies the agent.
+type HelloResult struct {
+	ProtocolVersion int    `json:"protocol_version"`
+	NodeID          string `json:"node_id"`
+	Version         string `json:"version"`
+}
+
+// SubmitParams of run.submit. Workflow is decoded by the server so every
+// spec problem is reported with its path.
+type SubmitParams struct {
+	Workflow json.RawMessage   `json:"workflow"`
+	ID       string            `json:"id,omitempty"`
+	Input    json.RawMessage   `json:"input,omitempty"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	IfFull   string            `json:"if_full,omitempty"`
+}
+
+// SubmitResult of run.submit and run.replay.
+type SubmitResult struct {
+	ID      string          `json:"id"`
+	State   domain.RunState `json:"state"`
+	Created bool            `json:"created"`
+	Index   uint64          `json:"index,omitempty"`
+}
+
+// IDParams names a run (full id, or a unique prefix or substring).
+type IDParams struct {
+	ID         string `json:"id"`
+	Consistent bool   `json:"consistent,omitempty"`
+}
+
+// VerbParams of run.cancel, run.interrupt, run.resume, run.revert.
+type VerbParams struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ChangedResult answers verbs; false is a lost race, not an error.
+type ChangedResult struct {
+	Changed bool   `json:"changed"`
+	Index   uint64 `json:"index,omitempty"`
+}
+
+// Run is the protocol view of a run.
+type Run struct {
+	ID           string            `json:"id"`
+	Workflow     string            `json:"workflow"`
+	State        domain.RunState   `json:"state"`
+	OnFailure    string            `json:"on_failure,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	StartedAt    time.Time         `json:"started_at,omitzero"`
+	FinishedAt   time.Time         `json:"finished_at,omitzero"`
+	ParentID     string            `json:"parent_id,omitempty"`
+	ReplayOf     string            `json:"replay_of,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Input        json.RawMessage   `json:"input,omitempty"`
+	Reason       string            `json:"reason,omitempty"`
+	PausedQueues []string          `json:"paused_queues,omitempty"`
+	Counts       map[string]int    `json:"counts"`
+	TaskCount    int               `json:"task_count"`
+	Done         int               `json:"done"` // tasks in a done state
+	Tasks        []Task            `json:"tasks,omitempty"`
+	Spec         *domain.Spec      `json:"spec,omitempty"`
+	ModifyIndex  uint64            `json:"modify_index"`
+}
+
+// Task is the protocol view of a task run.
+type Task struct {
+	ID             string           `json:"id"`
+	RunID          string           `json:"run_id"`
+	Key            string           `json:"key"`
+	Type           string           `json:"type"`
+	Queue          string           `json:"queue"`
+	State          domain.TaskState `json:"state"`
+	Attempt        int              `json:"attempt"`
+	MaxAttempts    int              `json:"max_attempts"`
+	FencingToken   uint64           `json:"fencing_token"`
+	LeaseOwner     string           `json:"lease_owner,omitempty"`
+	LeaseExpiresAt time.Time        `json:"lease_expires_at,omitzero"`
+	ReadyAt        time.Time        `json:"ready_at,omitzero"`
+	RetryAt        time.Time        `json:"retry_at,omitzero"`
+	StartedAt      time.Time        `json:"started_at,omitzero"`
+	FinishedAt     time.Time        `json:"finished_at,omitzero"`
+	Priority       int32            `json:"priority,omitempty"`
+	RevertType     string           `json:"revert_type,omitempty"`
+	SpawnedBy      string           `json:"spawned_by,omitempty"`
+	Deps           []string         `json:"deps"`
+	Input          json.RawMessage  `json:"input,omitempty"`
+	Result         json.RawMessage  `json:"result,omitempty"`
+	Error          string           `json:"error,omitempty"`
+	Reused         bool             `json:"reused,omitempty"`
+	Compensation   *Compensation    `json:"compensation,omitempty"`
+	Attempts       []Attempt        `json:"attempts,omitempty"`
+}
+
+// Compensation is a reverting task's revert handler status.
+type Compensation struct {
+	Phase   string    `json:"phase"`
+	Attempt int       `json:"attempt"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Attempt is one claim of a task.
+type Attempt struct {
+	N            int       `json:"n"`
+	Worker       string    `json:"worker"`
+	FencingToken uint64    `json:"fencing_token"`
+	ClaimedAt    time.Time `json:"claimed_at"`
+	EndedAt      time.Time `json:"ended_at,omitzero"`
+	Outcome      string    `json:"outcome"`
+	Error        string    `json:"error,omitempty"`
+	Compensation bool      `json:"compensation,omitempty"`
+}
+
+// ListParams of run.list.
+type ListParams struct {
+	State      domain.RunState `json:"state,omitempty"`
+	Limit      int             `json:"limit,omitempty"`
+	Cursor     string          `json:"cursor,omitempty"`
+	Consistent bool            `json:"consistent,omitempty"`
+}
+
+// ListResult of run.list. Runs carry no tasks.
+type ListResult struct {
+	Runs       []Run          `json:"runs"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+	Counts     map[string]int `json:"counts"` // runs per state
+}
+
+// WaitParams of run.wait.
+type WaitParams struct {
+	ID        string `json:"id"`
+	TimeoutMS int64  `json:"timeout_ms"`
+}
+
+// WaitResult of run.wait.
+type WaitResult struct {
+	Done bool `json:"done"`
+	Run  Run  `json:"run"`
+}
+
+// ReplayParams of run.replay.
+type ReplayParams struct {
+	ID             string          `json:"id"`
+	NewID          string          `json:"new_id,omitempty"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	ReuseSucceeded bool            `json:"reuse_succeeded,omitempty"`
+}
+
+// RunStats of run.stats.
+type RunStats struct {
+	ID       string         `json:"id"`
+	State    string         `json:"state"`
+	Counts   map[string]int `json:"counts"`
+	Attempts int            `json:"attempts"`
+	Retries  int            `json:"retries"`
+	// Durations in milliseconds.
+	RunMS int64       `json:"run_ms"`
+	Tasks []TaskStats `json:"tasks"`
+}
+
+// TaskStats is one task's timing.
+type TaskStats struct {
+	Key         string `json:"key"`
+	State       string `json:"state"`
+	Attempts    int    `json:"attempts"`
+	QueueWaitMS int64  `json:"queue_wait_ms"`
+	RunMS       int64  `json:"run_ms"`
+}
+
+// TaskIDParams names a task "<run id>/<key>".
+type TaskIDParams struct {
+	ID string `json:"id"`
+}
+
+// ClaimParams of task.claim.
+type ClaimParams struct {
+	WorkerID string   `json:"worker_id"`
+	Queues   []string `json:"queues,omitempty"`
+	Types    []string `json:"types,omitempty"`
+	Max      int      `json:"max,omitempty"`
+	WaitMS   int64    `json:"wait_ms,omitempty"`
+}
+
+// Claimed is a task handed to a worker.
+type Claimed struct {
+	TaskID         string                     `json:"task_id"`
+	RunID          string                     `json:"run_id"`
+	TaskKey        string                     `json:"task_key"`
+	Type           string                     `json:"type"`
+	Queue          string                     `json:"queue"`
+	Input          json.RawMessage            `json:"input,omitempty"`
+	RunInput       json.RawMessage            `json:"run_input,omitempty"`
+	Attempt        int                        `json:"attempt"`
+	FencingToken   uint64                     `json:"fencing_token"`
+	LeaseMS        int64                      `json:"lease_ms"`
+	LeaseExpiresAt time.Time                  `json:"lease_expires_at"`
+	DepResults     map[string]json.RawMessage `json:"dep_results"`
+	Compensation   bool                       `json:"compensation,omitempty"`
+	Result         json.RawMessage            `json:"result,omitempty"`
+}
+
+// ClaimResult of task.claim.
+type ClaimResult struct {
+	Tasks []Claimed `json:"tasks"`
+}
+
+// HeartbeatParams of task.heartbeat.
+type HeartbeatParams struct {
+	TaskID       string `json:"task_id"`
+	FencingToken uint64 `json:"fencing_token"`
+}
+
+// AckResult of heartbeat, complete and fail; false is a lost race.
+type AckResult struct {
+	Accepted       bool      `json:"accepted"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+}
+
+// CompleteParams of task.complete.
+type CompleteParams struct {
+	TaskID       string            `json:"task_id"`
+	FencingToken uint64            `json:"fencing_token"`
+	Result       json.RawMessage   `json:"result,omitempty"`
+	Spawn        []json.RawMessage `json:"spawn,omitempty"`
+}
+
+// FailParams of task.fail.
+type FailParams struct {
+	TaskID       string `json:"task_id"`
+	FencingToken uint64 `json:"fencing_token"`
+	Error        string `json:"error"`
+	Retryable    *bool  `json:"retryable,omitempty"`
+}
+
+// Peer is a member of the raft configuration.
+type Peer struct {
+	ID       string `json:"id"`
+	Address  string `json:"address"`
+	Suffrage string `json:"suffrage"`
+	State    string `json:"state,omitempty"` // leader | follower | unknown
+}
+
+// ClusterStatus of cluster.status.
+type ClusterStatus struct {
+	NodeID       string `json:"node_id"`
+	LeaderID     string `json:"leader_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastContact  string `json:"last_contact,omitempty"`
+	Peers        []Peer `json:"peers"`
+	Version      string `json:"version,omitempty"`
+}
+
+// ClusterStats of cluster.stats.
+type ClusterStats struct {
+	Runs           map[string]int `json:"runs"`
+	TasksPerSecond float64        `json:"tasks_per_second"` // over the last minute
+	Queues         map[string]int `json:"queues"`           // ready per queue
+	Running        int            `json:"running"`
+	LeaseExpiries  uint64         `json:"lease_expiries"`
+	TasksDone      uint64         `json:"tasks_done"`
+	AppliedIndex   uint64         `json:"applied_index"`
+}
+
+// DigestResult of cluster.digest.
+type DigestResult struct {
+	Digest       string `json:"digest"`
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+// SubscribeParams of events.subscribe.
+type SubscribeParams struct {
+	RunID     string `json:"run_id,omitempty"`
+	FromIndex uint64 `json:"from_index,omitempty"`
+}
+
+// SubscribeResult of events.subscribe.
+type SubscribeResult struct {
+	Subscription string `json:"subscription"`
+	// FromIndex is where the stream starts (the requested index, or the
+	// next index to be applied when none was given).
+	FromIndex uint64 `json:"from_index"`
+}
+
+// Event is one applied transition (also the params of the "event"
+// notification, plus the subscription id).
+type Event struct {
+	Subscription string    `json:"subscription,omitempty"`
+	Index        uint64    `json:"index"`
+	Seq          uint32    `json:"seq"`
+	Kind         string    `json:"kind"`
+	RunID        string    `json:"run_id,omitempty"`
+	TaskKey      string    `json:"task_key,omitempty"`
+	Name         string    `json:"name,omitempty"`
+	Transition   string    `json:"transition"`
+	From         string    `json:"from,omitempty"`
+	To           string    `json:"to,omitempty"`
+	At           time.Time `json:"at"`
+	Attempt      int       `json:"attempt,omitempty"`
+	Worker       string    `json:"worker,omitempty"`
+	Queue        string    `json:"queue,omitempty"`
+	Type         string    `json:"type,omitempty"`
+	Error        string    `json:"error,omitempty"`
+}
+
+// EventsListParams of events.list.
+type EventsListParams struct {
+	FromIndex uint64 `json:"from_index,omitempty"`
+	RunID     string `json:"run_id,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+}
+
+// EventsListResult of events.list.
+type EventsListResult struct {
+	Events      []Event `json:"events"`
+	OldestIndex uint64  `json:"oldest_index"`
+}
+
+// Breaker is a task type's circuit breaker.
+type Breaker struct {
+	Type     string    `json:"type"`
+	State    string    `json:"state"`
+	Failures int       `json:"failures"`
+	OpenedAt time.Time `json:"opened_at,omitzero"`
+}
+
+// Queue is one queue in queue.list.
+type Queue struct {
+	Name          string         `json:"name"`
+	Ready         int            `json:"ready"`
+	Running       int            `json:"running"`
+	Concurrency   int            `json:"concurrency"`
+	Paused        bool           `json:"paused"`
+	PausedRuns    []string       `json:"paused_runs,omitempty"`
+	OldestReadyMS int64          `json:"oldest_ready_ms"`
+	Types         map[string]int `json:"types,omitempty"`
+	Breakers      []Breaker      `json:"breakers"`
+}
+
+// QueueListResult of queue.list.
+type QueueListResult struct {
+	Queues   []Queue   `json:"queues"`
+	Breakers []Breaker `json:"breakers"` // every breaker that ever changed
+}
+
+// QueuePauseParams of queue.pause and queue.resume.
+type QueuePauseParams struct {
+	Name  string `json:"name"`
+	RunID string `json:"run_id,omitempty"`
+}
+
+// QueueSetParams of queue.set.
+type QueueSetParams struct {
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"`
+}
+
+// Settings of settings.get / settings.set (set: only given fields change).
+type Settings struct {
+	MaxRunningRuns    *int   `json:"max_running_runs,omitempty"`
+	RetentionMS       *int64 `json:"retention_ms,omitempty"`
+	BreakerFailures   *int   `json:"breaker_failures,omitempty"`
+	BreakerCooldownMS *int64 `json:"breaker_cooldown_ms,omitempty"`
+	EventWindow       *int   `json:"event_window,omitempty"`
+}
+
+// Worker is a worker the leader has seen recently (workers.list).
+type Worker struct {
+	ID            string    `json:"id"`
+	Queues        []string  `json:"queues,omitempty"`
+	Types         []string  `json:"types,omitempty"`
+	InFlight      int       `json:"in_flight"`
+	Waiting       bool      `json:"waiting"`
+	LastSeen      time.Time `json:"last_seen"`
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+	Node          string    `json:"node,omitempty"`
+}
+
+// WorkersResult of workers.list.
+type WorkersResult struct {
+	Workers []Worker `json:"workers"`
+}
+
+// PeerParams of operator.raft.add_peer / remove_peer / transfer_leadership.
+type PeerParams struct {
+	ID      string `json:"id,omitempty"`
+	Address string `json:"address,omitempty"`
+}
+
+// PeersResult of operator.raft.list_peers.
+type PeersResult struct {
+	Peers []Peer `json:"peers"`
+}
+
+// SnapshotParams of snapshot.save / snapshot.restore: a path on the
+// agent's own filesystem.
+type SnapshotParams struct {
+	Path string `json:"path"`
+}
+
+// SnapshotResult of snapshot.save / snapshot.restore.
+type SnapshotResult struct {
+	Path         string `json:"path"`
+	Bytes        int64  `json:"bytes"`
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+// OK is an empty success result.
+type OK struct {
+	OK bool `json:"ok"`
+}
