@@ -26,11 +26,14 @@ type Dispatcher struct {
 }
 
 type waiter struct {
-	w        fsm.Waiter
-	ch       chan claimOutcome // buffered 1; written once
+	w         fsm.Waiter
+	ch        chan claimOutcome // buffered 1; written once
 	inFlight  bool
 	done      bool
 	cancelled bool // the caller stopped waiting while its claim was in flight
+	// emptyAt is the index of a claim entry that gave this waiter nothing;
+	// it is not proposed for again until something else is applied.
+	emptyAt uint64
 }
 
 type claimOutcome struct {
@@ -149,13 +152,14 @@ func (d *Dispatcher) servable() []*waiter {
 	var out []*waiter
 	cache := map[string]bool{}
 	for _, wt := range d.waiters {
-		if wt.done || wt.inFlight || wt.cancelled {
+		if wt.done || wt.inFlight || wt.cancelled || (wt.emptyAt != 0 && d.n.fsm.AppliedIndex() <= wt.emptyAt) {
 			continue
 		}
 		key := waiterKey(wt.w)
 		ok, seen := cache[key]
 		if !seen {
-			ok = d.n.fsm.HasReady(wt.w)
+			now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
+			ok = d.n.fsm.HasReady(wt.w, now)
 			cache[key] = ok
 		}
 		if ok {
@@ -184,7 +188,7 @@ func (d *Dispatcher) propose(ctx context.Context, batch []*waiter) {
 		cmd.Waiters[i] = wt.w
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	res, _, err := d.n.Propose(pctx, cmd)
+	res, idx, err := d.n.Propose(pctx, cmd)
 	cancel()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -210,6 +214,8 @@ func (d *Dispatcher) propose(ctx context.Context, batch []*waiter) {
 			wt.done = true
 			d.remove(wt)
 			wt.ch <- claimOutcome{}
+		default:
+			wt.emptyAt = idx
 		}
 	}
 }

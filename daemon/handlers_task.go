@@ -65,7 +65,7 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 		var got []fsm.Claimed
 		if wait <= 0 {
 			// No wait: one claim entry if anything is ready, else nothing.
-			if !a.fsm.HasReady(w) {
+			if !a.fsm.HasReady(w, max(time.Now().UnixMilli(), a.fsm.Now())) {
 				return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
 			}
 			res, _, err := a.node.Propose(ctx, &fsm.Claim{Waiters: []fsm.Waiter{w}})

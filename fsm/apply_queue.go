@@ -220,6 +220,11 @@ func (a *applier) applyGC(c *GC) any {
 			a.del(k)
 			continue
 		}
+		if r.Counts[domain.TaskRunning] > 0 || r.Counts[domain.TaskReverting] > 0 {
+			// A failed run whose last tasks still run: keep it until they
+			// report, so their workers get accepted:false, not not_found.
+			continue
+		}
 		a.deleteRun(r)
 		n++
 	}
@@ -241,7 +246,9 @@ func (a *applier) deleteRun(r *Run) {
 		a.del(finishedKey(r.FinishedAt, r.ID))
 	}
 	a.deleteRecord(&a.runs, runKey(r.ID))
-	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "deleted", From: string(r.State)})
+	// Not an edge of the run machine (the run leaves the state entirely),
+	// so the event carries no From.
+	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "deleted", To: "", Error: "removed by retention (was " + string(r.State) + ")"})
 }
 
 func (a *applier) applyMulti(c *Multi) any {

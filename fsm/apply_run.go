@@ -347,6 +347,23 @@ func (a *applier) applyReplay(c *Replay) any {
 				reuse[t.Key] = t
 			}
 		}
+		// A result is reused only if every dependency's is: a task after
+		// one that runs again must see the new results, not stale ones.
+		for changed := true; changed; {
+			changed = false
+			for _, ts := range p.Spec.Tasks {
+				if reuse[ts.Key] == nil {
+					continue
+				}
+				for _, d := range ts.Deps {
+					if reuse[d] == nil {
+						delete(reuse, ts.Key)
+						changed = true
+						break
+					}
+				}
+			}
+		}
 	}
 	r, err := a.createRun(c.NewID, p.Spec, input, p.Labels, p.ID, reuse, "")
 	if err != nil {

@@ -422,12 +422,32 @@ func (f *FSM) NextDeadlines() (Deadlines, error) {
 	return d, err
 }
 
-// HasReady reports whether a claim by w could get a task now: some queue it
-// serves has a dispatchable task of a type it handles. Breaker cool-downs
-// and caps are checked loosely (the claim entry decides).
-func (f *FSM) HasReady(w Waiter) bool {
+// HasReady reports whether a claim by w could get a task at time now (ms):
+// some queue it serves is not paused or full and has a dispatchable task of
+// a type it handles whose breaker lets it through. The claim entry decides
+// for real; this only keeps the dispatcher from proposing empty claims.
+func (f *FSM) HasReady(w Waiter, now int64) bool {
 	found := false
 	_ = f.View(func(r Reader) error {
+		s, _ := getJSON[Settings](r, keySettings)
+		if s == nil {
+			s = &Settings{}
+		}
+		allows := func(typ string) bool {
+			if s.breakerFailures() <= 0 {
+				return true
+			}
+			b, _ := getJSON[Breaker](r, breakerKey(typ))
+			switch {
+			case b == nil:
+				return true
+			case b.State == BreakerOpen:
+				return now >= b.OpenedAt+s.breakerCooldown()
+			case b.State == BreakerHalfOpen:
+				return b.Trial == ""
+			}
+			return true
+		}
 		queues := w.Queues
 		if len(queues) == 0 {
 			_ = r.Scan(pfxQueue, nil, false, func(k, _ []byte) bool {
@@ -440,12 +460,8 @@ func (f *FSM) HasReady(w Waiter) bool {
 			if q == nil || q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
 				continue
 			}
-			if len(w.Types) == 0 {
-				found = true
-				return nil
-			}
-			for _, typ := range w.Types {
-				if q.Types[typ] > 0 {
+			for typ, n := range q.Types {
+				if n > 0 && (len(w.Types) == 0 || slices.Contains(w.Types, typ)) && allows(typ) {
 					found = true
 					return nil
 				}

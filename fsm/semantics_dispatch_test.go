@@ -172,7 +172,7 @@ func TestQueuePauseGlobalAndPerRun(t *testing.T) {
 	}
 	h.complete(got[0], "1")
 	h.wantNoClaim("w")
-	if !queueState(t, h.f, "q").Paused || h.f.HasReady(Waiter{Queues: []string{"q"}}) {
+	if !queueState(t, h.f, "q").Paused || h.f.HasReady(Waiter{Queues: []string{"q"}}, h.now) {
 		t.Fatal("queue q not reported paused")
 	}
 	h.ok(&QueuePause{Name: "q", Paused: false})

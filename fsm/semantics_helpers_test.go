@@ -183,4 +183,3 @@ func hasTransition(evs []Event, kind, key, transition string) bool {
 	}
 	return false
 }
-

@@ -1,0 +1,482 @@
+// Package worker is flowd's Go worker SDK: register trusted in-process
+// handlers by task type and Run; the worker long-polls claims up to its free
+// slots, heartbeats each lease, and reports results with the fencing token.
+//
+// Safety rules the SDK enforces:
+//   - Nothing in a task message is ever loaded or executed as code: a task
+//     only selects a handler the program registered.
+//   - A task of an unregistered type is failed, non-retryable, naming the
+//     type and the registered ones.
+//   - When a heartbeat comes back accepted=false the lease is lost (the
+//     task was reaped, cancelled or reverted): the handler's context is
+//     cancelled and its eventual result is discarded, never sent as current.
+//   - A handler panic fails the task with the panic message; the worker
+//     lives on.
+//   - Results are acknowledged only after the cluster durably recorded them.
+//
+// See docs/workers.md.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Handler runs one task. Its result is marshalled to JSON (a
+// json.RawMessage is sent as is). Returning an error fails the attempt;
+// wrap it with Permanent to stop retries. ctx is cancelled when the lease is
+// lost or the worker stops hard.
+type Handler func(ctx context.Context, t *Task) (any, error)
+
+// Task is a claimed task as a handler sees it.
+type Task struct {
+	ID           string
+	RunID        string
+	Key          string
+	Type         string
+	Queue        string
+	Input        json.RawMessage
+	RunInput     json.RawMessage
+	DepResults   map[string]json.RawMessage
+	Attempt      int
+	FencingToken uint64
+	LeaseExpires time.Time
+	// Compensation is set when this is a revert handler call; Result is
+	// then the task's recorded result (what to undo).
+	Compensation bool
+	Result       json.RawMessage
+
+	mu    sync.Mutex
+	spawn []json.RawMessage
+}
+
+// IdempotencyKey identifies this attempt (run, task, attempt, and "revert"
+// for a compensation) for side effects that must not repeat.
+func (t *Task) IdempotencyKey() string {
+	k := fmt.Sprintf("%s/%s/%d", t.RunID, t.Key, t.Attempt)
+	if t.Compensation {
+		k += "/revert"
+	}
+	return k
+}
+
+// Decode unmarshals the task input into v.
+func (t *Task) Decode(v any) error {
+	if len(t.Input) == 0 {
+		return nil
+	}
+	return json.Unmarshal(t.Input, v)
+}
+
+// Spawn adds children to the run when this task completes successfully
+// (dynamic fan-out). Tasks that depended on this one wait for them all.
+func (t *Task) Spawn(children ...domain.TaskSpec) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range children {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		t.spawn = append(t.spawn, b)
+	}
+	return nil
+}
+
+// PermanentError marks a failure that must not be retried.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so the task fails without further attempts.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// ErrLeaseLost is the cause of a handler's context cancellation when the
+// worker lost the task's lease.
+var ErrLeaseLost = errors.New("lease lost: the task was reaped, cancelled or reverted; its result will be discarded")
+
+// Options configure a Worker.
+type Options struct {
+	// ID names the worker in leases and attempt history (default
+	// hostname-pid).
+	ID string
+	// Queues to claim from (default: every queue).
+	Queues []string
+	// Concurrency is the number of task slots (default 4).
+	Concurrency int
+	// ClaimWait is how long one long-poll claim waits (default 20s).
+	ClaimWait time.Duration
+	// DrainTimeout bounds a graceful drain (default 30s).
+	DrainTimeout time.Duration
+	// MaxBackoff caps reconnect backoff (default 30s).
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+}
+
+// Worker runs registered handlers for claimed tasks.
+type Worker struct {
+	c        *rpc.Client
+	opts     Options
+	log      *slog.Logger
+	mu       sync.Mutex
+	handlers map[string]Handler
+	inflight sync.WaitGroup
+	slots    chan struct{}
+
+	// hard is cancelled for an immediate stop: handler contexts derive
+	// from it, not from Run's ctx, so a drain lets them finish.
+	hard       context.Context
+	hardCancel context.CancelCauseFunc
+}
+
+// New returns a worker calling the cluster at the given endpoints
+// ("unix:///path.sock", "tcp://host:port"; comma-separated lists work too).
+func New(endpoints []string, opts Options) (*Worker, error) {
+	var eps []string
+	for _, e := range endpoints {
+		for _, p := range strings.Split(e, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				eps = append(eps, p)
+			}
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("no endpoint: pass --addr or set FLOWD_ADDR (e.g. unix:///tmp/flowd/n1.sock)")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.ID == "" {
+		host, _ := os.Hostname()
+		opts.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.ClaimWait <= 0 {
+		opts.ClaimWait = 20 * time.Second
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 30 * time.Second
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	c, err := rpc.NewClient(eps, rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	hard, cancel := context.WithCancelCause(context.Background())
+	return &Worker{c: c, opts: opts, log: opts.Logger.With("worker", opts.ID), handlers: map[string]Handler{},
+		slots: make(chan struct{}, opts.Concurrency), hard: hard, hardCancel: cancel}, nil
+}
+
+// ID returns the worker id.
+func (w *Worker) ID() string { return w.opts.ID }
+
+// Client returns the worker's protocol client.
+func (w *Worker) Client() *rpc.Client { return w.c }
+
+// Register adds a trusted handler for a task type. Compensation handlers
+// are registered under the task's revert_type the same way.
+func (w *Worker) Register(typ string, h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[typ] = h
+}
+
+func (w *Worker) types() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.handlers))
+	for t := range w.handlers {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (w *Worker) handler(typ string) Handler {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handlers[typ]
+}
+
+// Run claims and runs tasks until ctx is done, then drains: it stops
+// claiming, lets in-flight handlers finish (up to DrainTimeout) and reports
+// their results, and returns nil. Stop cancels in-flight handlers at once.
+func (w *Worker) Run(ctx context.Context) error {
+	if len(w.types()) == 0 {
+		return errors.New("no handlers registered")
+	}
+	if err := w.hello(ctx); err != nil {
+		return err
+	}
+	w.log.Info("worker started", "types", w.types(), "queues", w.opts.Queues, "concurrency", w.opts.Concurrency)
+	attempt := 0
+	for ctx.Err() == nil {
+		free := w.waitSlot(ctx)
+		if free == 0 {
+			break
+		}
+		tasks, err := w.c.Claim(ctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: w.types(),
+			Max: free, WaitMS: w.opts.ClaimWait.Milliseconds()})
+		w.releaseReserved(free - len(tasks))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			attempt++
+			d := w.backoff(attempt, err)
+			w.log.Warn("claim failed; retrying", "err", err, "in", d.Round(time.Millisecond))
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			continue
+		}
+		attempt = 0
+		for _, c := range tasks {
+			w.inflight.Add(1)
+			go w.execute(c)
+		}
+	}
+	return w.drain()
+}
+
+// waitSlot reserves every free slot (at least one) and returns how many.
+func (w *Worker) waitSlot(ctx context.Context) int {
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	n := 1
+	for n < cap(w.slots) {
+		select {
+		case w.slots <- struct{}{}:
+			n++
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (w *Worker) releaseReserved(n int) {
+	for i := 0; i < n; i++ {
+		<-w.slots
+	}
+}
+
+// backoff is exponential with full jitter, capped at MaxBackoff.
+func (w *Worker) backoff(attempt int, err error) time.Duration {
+	ceil := min(w.opts.MaxBackoff, 100*time.Millisecond<<min(attempt, 20))
+	d := time.Duration(rand.Int64N(int64(ceil) + 1))
+	var re *rpc.Error
+	if errors.As(err, &re) {
+		d = max(d, re.RetryAfter())
+	}
+	return d
+}
+
+func (w *Worker) hello(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		_, err := w.c.Hello(ctx, "flowd-worker-go")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, domain.ErrUnavailable) {
+			return fmt.Errorf("connect: %w", err) // e.g. a protocol mismatch: fail fast
+		}
+		d := w.backoff(attempt, err)
+		w.log.Warn("cannot reach the cluster; retrying", "err", err, "in", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// drain waits for in-flight tasks up to DrainTimeout, then stops hard.
+func (w *Worker) drain() error {
+	done := make(chan struct{})
+	go func() { w.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+		w.log.Info("drained; all in-flight tasks reported")
+	case <-time.After(w.opts.DrainTimeout):
+		w.log.Warn("drain timed out; abandoning in-flight tasks (their leases will expire and they will be retried)")
+		w.Stop()
+		<-done
+	case <-w.hard.Done():
+		<-done
+	}
+	return w.c.Close()
+}
+
+// Stop cancels every in-flight handler at once (a second signal). Their
+// leases expire and the tasks are retried elsewhere.
+func (w *Worker) Stop() { w.hardCancel(errors.New("worker stopped")) }
+
+func (w *Worker) execute(c rpc.Claimed) {
+	defer w.inflight.Done()
+	defer func() { <-w.slots }()
+	t := &Task{ID: c.TaskID, RunID: c.RunID, Key: c.TaskKey, Type: c.Type, Queue: c.Queue, Input: c.Input,
+		RunInput: c.RunInput, DepResults: c.DepResults, Attempt: c.Attempt, FencingToken: c.FencingToken,
+		LeaseExpires: c.LeaseExpiresAt, Compensation: c.Compensation, Result: c.Result}
+	log := w.log.With("task", t.ID, "type", t.Type, "attempt", t.Attempt)
+	h := w.handler(t.Type)
+	if h == nil {
+		no := false
+		msg := fmt.Sprintf("no handler for task type %q on worker %s (registered: %s)", t.Type, w.opts.ID, strings.Join(w.types(), ", "))
+		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
+			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: msg, Retryable: &no})
+		})
+		return
+	}
+	ctx, cancel := context.WithCancelCause(w.hard)
+	defer cancel(nil)
+	lost := make(chan struct{})
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		w.heartbeat(ctx, t, c.LeaseMS, func() { close(lost); cancel(ErrLeaseLost) })
+	}()
+	result, err := call(ctx, h, t)
+	cancel(nil)
+	<-hbDone
+	select {
+	case <-lost:
+		log.Warn("lease lost while running; result discarded")
+		return
+	default:
+	}
+	if w.hard.Err() != nil {
+		log.Warn("worker stopped hard; task abandoned (its lease will expire)")
+		return
+	}
+	if err != nil {
+		retryable := !errors.As(err, new(*PermanentError))
+		log.Info("task failed", "err", err, "retryable", retryable)
+		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
+			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: err.Error(), Retryable: &retryable})
+		})
+		return
+	}
+	raw, merr := marshalResult(result)
+	if merr != nil {
+		no := false
+		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
+			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: "result is not JSON: " + merr.Error(), Retryable: &no})
+		})
+		return
+	}
+	t.mu.Lock()
+	spawn := slices.Clone(t.spawn)
+	t.mu.Unlock()
+	w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
+		return w.c.Complete(ctx, rpc.CompleteParams{TaskID: t.ID, FencingToken: t.FencingToken, Result: raw, Spawn: spawn})
+	})
+}
+
+func marshalResult(v any) (json.RawMessage, error) {
+	switch r := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(r) {
+			return nil, errors.New("invalid JSON")
+		}
+		return r, nil
+	}
+	return json.Marshal(v)
+}
+
+// call runs the handler, turning a panic into an error.
+func call(ctx context.Context, h Handler, t *Task) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panic: %v\n%s", r, firstLines(string(debug.Stack()), 12))
+		}
+	}()
+	return h(ctx, t)
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// heartbeat extends the lease every lease/3 until ctx ends; onLost is
+// called once if the cluster says the lease is gone.
+func (w *Worker) heartbeat(ctx context.Context, t *Task, leaseMS int64, onLost func()) {
+	every := time.Duration(max(leaseMS, 300)) * time.Millisecond / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, every)
+		ack, err := w.c.Heartbeat(hctx, t.ID, t.FencingToken)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("heartbeat failed; will retry", "task", t.ID, "err", err)
+			}
+			continue
+		}
+		if !ack.Accepted {
+			onLost()
+			return
+		}
+	}
+}
+
+// report sends a completion or failure, retrying through failovers until
+// the cluster answers (accepted or rejected) or the worker stops hard.
+func (w *Worker) report(log *slog.Logger, send func(context.Context) (*rpc.AckResult, error)) {
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(w.hard, 15*time.Second)
+		ack, err := send(ctx)
+		cancel()
+		if err == nil {
+			if !ack.Accepted {
+				log.Warn("result rejected: the lease was lost (stale fencing token)")
+			}
+			return
+		}
+		if w.hard.Err() != nil || !errors.Is(err, domain.ErrUnavailable) {
+			log.Error("could not report the result", "err", err)
+			return
+		}
+		d := w.backoff(attempt, err)
+		select {
+		case <-w.hard.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
