@@ -20,9 +20,9 @@ func ms(t int64) time.Time {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func toRun(r *fsm.Run, tasks []*fsm.Task, withSpec bool) rpc.Run {
+func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 	out := rpc.Run{
-		ID: r.ID, Workflow: r.Workflow, State: r.State, OnFailure: r.Spec.OnFailure,
+		ID: r.ID, Workflow: r.Workflow, State: r.State, OnFailure: r.OnFailure,
 		CreatedAt: ms(r.CreatedAt), StartedAt: ms(r.StartedAt), FinishedAt: ms(r.FinishedAt),
 		ParentID: r.ParentID, ReplayOf: r.ReplayOf, Labels: r.Labels, Input: r.Input, Reason: r.Reason,
 		PausedQueues: r.PausedQueues, Counts: map[string]int{}, TaskCount: r.TaskCount, ModifyIndex: r.ModifyIndex,
@@ -36,10 +36,7 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, withSpec bool) rpc.Run {
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, toTask(t, false))
 	}
-	if withSpec {
-		spec := r.Spec
-		out.Spec = &spec
-	}
+	out.Spec = spec
 	return out
 }
 

@@ -90,7 +90,11 @@ func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
 		if err != nil {
 			return rpc.Run{}, err
 		}
-		return toRun(r, tasks, true), nil
+		spec, err := a.fsm.GetSpec(id)
+		if err != nil {
+			return rpc.Run{}, err
+		}
+		return toRun(r, tasks, spec), nil
 	})
 }
 
@@ -109,7 +113,7 @@ func (a *Agent) runList(ctx context.Context, p rpc.ListParams) (rpc.ListResult, 
 		}
 		out := rpc.ListResult{Runs: make([]rpc.Run, 0, len(runs)), NextCursor: next, Counts: countsOf(counts)}
 		for _, r := range runs {
-			out.Runs = append(out.Runs, toRun(r, nil, false))
+			out.Runs = append(out.Runs, toRun(r, nil, nil))
 		}
 		return out, nil
 	})
@@ -149,13 +153,13 @@ func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, 
 				return rpc.WaitResult{}, err
 			}
 			if r.State.Done() || !time.Now().Before(deadline) {
-				return rpc.WaitResult{Done: r.State.Done(), Run: toRun(r, tasks, false)}, nil
+				return rpc.WaitResult{Done: r.State.Done(), Run: toRun(r, tasks, nil)}, nil
 			}
 			select {
 			case <-changed:
 			case <-timer.C:
 			case <-ctx.Done():
-				return rpc.WaitResult{Done: false, Run: toRun(r, tasks, false)}, nil
+				return rpc.WaitResult{Done: false, Run: toRun(r, tasks, nil)}, nil
 			}
 		}
 	})

@@ -246,6 +246,7 @@ func (a *applier) deleteRun(r *Run) {
 		a.del(finishedKey(r.FinishedAt, r.ID))
 	}
 	a.deleteRecord(&a.runs, runKey(r.ID))
+	a.del(specKey(r.ID))
 	// Not an edge of the run machine (the run leaves the state entirely),
 	// so the event carries no From.
 	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "deleted", To: "", Error: "removed by retention (was " + string(r.State) + ")"})

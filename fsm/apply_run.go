@@ -63,12 +63,13 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			ErrTooManyRuns, cnt.ActiveRuns, s.MaxRunningRuns)
 	}
 	r := &Run{
-		ID: id, Workflow: spec.Name, Spec: spec, Input: input, Labels: labels,
+		ID: id, Workflow: spec.Name, Spec: spec, OnFailure: spec.OnFailure, Input: input, Labels: labels,
 		ParentID: parent, ReplayOf: parent,
 		Counts:    map[domain.TaskState]int{domain.TaskPending: len(spec.Tasks)},
 		TaskCount: len(spec.Tasks), CreatedAt: a.now, CreateIndex: a.index, ModifyIndex: a.index,
 	}
 	a.newRun(r)
+	a.put(specKey(id), spec)
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
@@ -161,7 +162,7 @@ func (a *applier) derive(r *Run) {
 	if next == r.State {
 		return
 	}
-	if next == domain.RunFailed && r.State == domain.RunRunning && r.Spec.OnFailure == domain.OnFailureRevert {
+	if next == domain.RunFailed && r.State == domain.RunRunning && r.OnFailure == domain.OnFailureRevert {
 		a.startRevert(r)
 		return
 	}
@@ -323,6 +324,11 @@ func (a *applier) applyReplay(c *Replay) any {
 	if r := a.loadRun(c.NewID); r != nil {
 		return &SubmitResult{ID: r.ID, State: r.State, Created: false}
 	}
+	spec, err := getJSON[domain.Spec](a.tx, specKey(p.ID))
+	must(err)
+	if spec == nil {
+		return fmt.Errorf("%w: spec of run %s", ErrNotFound, p.ID)
+	}
 	input := p.Input
 	if c.Input != nil {
 		input = c.Input
@@ -351,7 +357,7 @@ func (a *applier) applyReplay(c *Replay) any {
 		// one that runs again must see the new results, not stale ones.
 		for changed := true; changed; {
 			changed = false
-			for _, ts := range p.Spec.Tasks {
+			for _, ts := range spec.Tasks {
 				if reuse[ts.Key] == nil {
 					continue
 				}
@@ -365,7 +371,7 @@ func (a *applier) applyReplay(c *Replay) any {
 			}
 		}
 	}
-	r, err := a.createRun(c.NewID, p.Spec, input, p.Labels, p.ID, reuse, "")
+	r, err := a.createRun(c.NewID, *spec, input, p.Labels, p.ID, reuse, "")
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 //	m/settings                        Settings (JSON)
 //	m/counters                        Counters (JSON)
 //	r/<run>                           Run (JSON)
+//	rsp/<run>                         the run's frozen spec (JSON), written once
 //	t/<run>/<key>                     Task (JSON)
 //	rs/<state>/<run>                  run-by-state index
 //	rp/<seq8><run>                    runs waiting for admission, FIFO
@@ -31,6 +32,7 @@ var (
 	keyCounters = []byte("m/counters")
 
 	pfxRun      = []byte("r/")
+	pfxSpec     = []byte("rsp/")
 	pfxTask     = []byte("t/")
 	pfxRunState = []byte("rs/")
 	pfxPending  = []byte("rp/")
@@ -60,6 +62,7 @@ func i64(v int64) []byte  { return u64(uint64(v) ^ (1 << 63)) } // order-preserv
 func u32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
 func runKey(id string) []byte        { return cat(pfxRun, []byte(id)) }
+func specKey(id string) []byte       { return cat(pfxSpec, []byte(id)) }
 func taskPrefix(run string) []byte   { return cat(pfxTask, []byte(run), []byte("/")) }
 func taskKey(run, key string) []byte { return cat(pfxTask, []byte(run), []byte("/"), []byte(key)) }
 func runStateKey(s string, id string) []byte {

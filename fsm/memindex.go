@@ -55,7 +55,7 @@ func NewIndexedStore(inner Store) (*IndexedStore, error) {
 }
 
 func (s *IndexedStore) reload() error {
-	mem := btree.NewG(32, itemLess)
+	mem := btree.NewG(8, itemLess)
 	r, release, err := s.inner.View()
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ type MemStore struct {
 
 // NewMemStore returns an empty in-memory store.
 func NewMemStore() *MemStore {
-	return &MemStore{items: btree.NewG(16, itemLess)}
+	return &MemStore{items: btree.NewG(8, itemLess)}
 }
 
 // View implements Store.
@@ -45,7 +45,7 @@ func (m *MemStore) Commit(batches [][]Write) error {
 
 // Replace implements Store.
 func (m *MemStore) Replace(load func(put func(k, v []byte) error) error) error {
-	fresh := btree.NewG(16, itemLess)
+	fresh := btree.NewG(8, itemLess)
 	if err := load(func(k, v []byte) error {
 		fresh.ReplaceOrInsert(item{key: bytes.Clone(k), val: bytes.Clone(v)})
 		return nil

@@ -520,3 +520,17 @@ func (f *FSM) LeaseOwners() map[string]int {
 	})
 	return out
 }
+
+// GetSpec returns a run's frozen spec.
+func (f *FSM) GetSpec(id string) (*domain.Spec, error) {
+	var out *domain.Spec
+	err := f.View(func(r Reader) error {
+		var err error
+		out, err = getJSON[domain.Spec](r, specKey(id))
+		if err == nil && out == nil {
+			err = fmt.Errorf("%w: run %s", ErrNotFound, id)
+		}
+		return err
+	})
+	return out, err
+}

@@ -8,14 +8,18 @@ import (
 
 // Run is the stored record of one workflow run (an execution).
 type Run struct {
-	ID       string            `json:"id"`
-	Workflow string            `json:"workflow"`
-	Spec     domain.Spec       `json:"spec"` // frozen, normalized
-	Input    json.RawMessage   `json:"input,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	ParentID string            `json:"parent_id,omitempty"`
-	ReplayOf string            `json:"replay_of,omitempty"`
-	State    domain.RunState   `json:"state"`
+	ID       string `json:"id"`
+	Workflow string `json:"workflow"`
+	// Spec is the frozen, normalized definition. It is stored under its own
+	// key (written once at creation), so the run record that every task
+	// transition rewrites stays small; load it with FSM.GetSpec.
+	Spec      domain.Spec       `json:"-"`
+	OnFailure string            `json:"on_failure"`
+	Input     json.RawMessage   `json:"input,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	ParentID  string            `json:"parent_id,omitempty"`
+	ReplayOf  string            `json:"replay_of,omitempty"`
+	State     domain.RunState   `json:"state"`
 	// InterruptedFrom is the state an interrupted run resumes into.
 	InterruptedFrom domain.RunState `json:"interrupted_from,omitempty"`
 	// Reason says why a run failed or was cancelled.
