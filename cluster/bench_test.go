@@ -120,7 +120,7 @@ func BenchmarkReplicatedClaimComplete(b *testing.B) {
 						if len(got) == 0 {
 							return
 						}
-						if _, _, err := l.Propose(ctx, &fsm.Complete{TaskID: got[0].TaskID, Token: got[0].FencingToken}); err != nil {
+						if _, _, err := l.ProposeGrouped(ctx, &fsm.Complete{TaskID: got[0].TaskID, Token: got[0].FencingToken}); err != nil {
 							b.Error(err)
 							return
 						}

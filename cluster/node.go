@@ -166,6 +166,7 @@ type Node struct {
 
 	closers []io.Closer
 	disp    *Dispatcher
+	batch   *batcher
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
@@ -203,6 +204,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.disp = newDispatcher(n)
+	n.batch = &batcher{n: n}
 	n.obsCh = make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {

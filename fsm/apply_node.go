@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"encoding/json"
 	"fmt"
 )
 
@@ -50,7 +49,7 @@ func (f *FSM) Node(id string) (*NodeRecord, error) {
 			return err
 		}
 		out = &NodeRecord{}
-		return json.Unmarshal(v, out)
+		return unmarshal(v, out)
 	})
 	if err == nil && out == nil {
 		err = fmt.Errorf("%w: node %s", ErrNotFound, id)

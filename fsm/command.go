@@ -188,7 +188,7 @@ type GC struct {
 // result; the proposer uses it to group-commit concurrent requests.
 type Multi struct {
 	Stamped
-	Cmds []json.RawMessage `json:"cmds"` // each an encoded command
+	Cmds [][]byte `json:"cmds"` // each an encoded command (type byte + JSON)
 }
 
 // Noop changes nothing but the applied index (barriers, tests).
@@ -219,7 +219,7 @@ var ErrBadCommand = errors.New("bad command")
 
 // Encode renders a command as its type byte followed by JSON.
 func Encode(c Command) ([]byte, error) {
-	body, err := json.Marshal(c)
+	body, err := marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", c.Type(), err)
 	}
@@ -275,7 +275,7 @@ func Decode(buf []byte) (Command, error) {
 		}
 		return nil, fmt.Errorf("%w: unknown type %d", ErrBadCommand, uint8(t))
 	}
-	if err := json.Unmarshal(buf[1:], c); err != nil {
+	if err := unmarshal(buf[1:], c); err != nil {
 		return nil, fmt.Errorf("%w: %s payload: %v", ErrBadCommand, t, err)
 	}
 	return c, nil

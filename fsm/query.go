@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -74,7 +73,7 @@ func readTasks(r Reader, runID string) ([]*Task, error) {
 	var derr error
 	err := r.Scan(taskPrefix(runID), nil, false, func(_, v []byte) bool {
 		var t Task
-		if derr = json.Unmarshal(v, &t); derr != nil {
+		if derr = unmarshal(v, &t); derr != nil {
 			return false
 		}
 		out = append(out, &t)
@@ -219,7 +218,7 @@ func (f *FSM) Queues() ([]QueueInfo, error) {
 		var derr error
 		if err := r.Scan(pfxQueue, nil, false, func(_, v []byte) bool {
 			var q QueueState
-			derr = json.Unmarshal(v, &q)
+			derr = unmarshal(v, &q)
 			qs = append(qs, q)
 			return derr == nil
 		}); err != nil || derr != nil {
@@ -276,7 +275,7 @@ func readBreakers(r Reader) ([]Breaker, error) {
 	var derr error
 	err := r.Scan(pfxBreaker, nil, false, func(_, v []byte) bool {
 		var b Breaker
-		derr = json.Unmarshal(v, &b)
+		derr = unmarshal(v, &b)
 		out = append(out, b)
 		return derr == nil
 	})
@@ -345,7 +344,7 @@ func (f *FSM) Events(from uint64, runID string, limit int) ([]Event, uint64, err
 		var derr error
 		err = r.Scan(pfxEvent, eventKey(from, 0), false, func(_, v []byte) bool {
 			var ev Event
-			if derr = json.Unmarshal(v, &ev); derr != nil {
+			if derr = unmarshal(v, &ev); derr != nil {
 				return false
 			}
 			if runID == "" || ev.RunID == runID {

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -22,7 +21,7 @@ func getJSON[T any](r Reader, key []byte) (*T, error) {
 		return nil, err
 	}
 	var out T
-	if err := json.Unmarshal(v, &out); err != nil {
+	if err := unmarshal(v, &out); err != nil {
 		return nil, fmt.Errorf("decode %q: %w", key, err)
 	}
 	return &out, nil
@@ -35,7 +34,7 @@ func must(err error) {
 }
 
 func (a *applier) put(key []byte, v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	must(err)
 	must(a.tx.Set(key, b))
 }
@@ -85,7 +84,7 @@ func load[T any](a *applier, c *cache, key []byte) *T {
 		return nil
 	}
 	var v T
-	must(json.Unmarshal(raw, &v))
+	must(unmarshal(raw, &v))
 	c.add(key, &v, bytes.Clone(raw))
 	return &v
 }
@@ -104,14 +103,14 @@ func (a *applier) flush() {
 				a.del(e.key)
 				continue
 			}
-			b, err := json.Marshal(e.v)
+			b, err := marshal(e.v)
 			must(err)
 			if e.orig != nil && bytes.Equal(b, e.orig) {
 				continue
 			}
 			if m, ok := e.v.(modifiable); ok {
 				m.setModifyIndex(a.index)
-				b, err = json.Marshal(e.v)
+				b, err = marshal(e.v)
 				must(err)
 			}
 			must(a.tx.Set(e.key, b))
@@ -240,7 +239,7 @@ func (a *applier) breaker(typ string) *Breaker {
 	b := &Breaker{Type: typ, State: BreakerClosed}
 	e := a.breakers.add(breakerKey(typ), b, nil)
 	// A fresh closed breaker is only worth storing once it changes.
-	e.orig, _ = json.Marshal(b)
+	e.orig, _ = marshal(b)
 	return b
 }
 
