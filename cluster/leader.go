@@ -167,9 +167,13 @@ func (n *Node) proposeLoopCmd(ctx context.Context, cmd fsm.Command) bool {
 	return false
 }
 
-// gcLoop removes finished runs past retention, once a minute.
+// gcInterval is how often the leader looks for runs past retention (a
+// cheap read of the oldest finished run).
+const gcInterval = 5 * time.Second
+
+// gcLoop removes finished runs past retention.
 func (n *Node) gcLoop(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
+	t := time.NewTicker(gcInterval)
 	defer t.Stop()
 	for {
 		for n.fsm.GCDue(n.cfg.Clock().UnixMilli()) && ctx.Err() == nil {

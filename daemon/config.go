@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -176,11 +177,14 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // NewLogger builds the agent's slog logger on stderr.
-func NewLogger(level, format string) *slog.Logger {
+func NewLogger(level, format string) *slog.Logger { return NewLoggerTo(os.Stderr, level, format) }
+
+// NewLoggerTo builds the agent's slog logger writing to w.
+func NewLoggerTo(w io.Writer, level, format string) *slog.Logger {
 	lv, _ := parseLevel(level)
 	opts := &slog.HandlerOptions{Level: lv}
 	if strings.ToLower(format) == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -22,10 +22,12 @@ type forwarder struct {
 	a     *Agent
 	mu    sync.Mutex
 	conns map[string]*rpc.Conn
+	dials map[string]*sync.Mutex // one dial per address at a time
+	idle  map[string][]*rpc.Conn // spare connections for exclusive calls
 }
 
 func newForwarder(a *Agent) *forwarder {
-	return &forwarder{a: a, conns: map[string]*rpc.Conn{}}
+	return &forwarder{a: a, conns: map[string]*rpc.Conn{}, dials: map[string]*sync.Mutex{}, idle: map[string][]*rpc.Conn{}}
 }
 
 // leaderAddr returns the leader's id and forwarding address.
@@ -41,16 +43,37 @@ func (f *forwarder) leaderAddr() (string, string) {
 	return id, addr
 }
 
-func (f *forwarder) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
+func (f *forwarder) live(addr string) *rpc.Conn {
 	f.mu.Lock()
-	c := f.conns[addr]
-	f.mu.Unlock()
-	if c != nil {
+	defer f.mu.Unlock()
+	if c := f.conns[addr]; c != nil {
 		select {
 		case <-c.Done():
 		default:
-			return c, nil
+			return c
 		}
+	}
+	return nil
+}
+
+// conn returns the pooled connection to addr, dialing it if needed. Dials
+// to one address are serialized, so concurrent forwards share one
+// connection instead of closing each other's.
+func (f *forwarder) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
+	if c := f.live(addr); c != nil {
+		return c, nil
+	}
+	f.mu.Lock()
+	dm := f.dials[addr]
+	if dm == nil {
+		dm = &sync.Mutex{}
+		f.dials[addr] = dm
+	}
+	f.mu.Unlock()
+	dm.Lock()
+	defer dm.Unlock()
+	if c := f.live(addr); c != nil {
+		return c, nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -59,9 +82,6 @@ func (f *forwarder) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 		return nil, err
 	}
 	f.mu.Lock()
-	if old := f.conns[addr]; old != nil {
-		_ = old.Close()
-	}
 	f.conns[addr] = c
 	f.mu.Unlock()
 	return c, nil
@@ -73,7 +93,60 @@ func (f *forwarder) close() {
 	for _, c := range f.conns {
 		_ = c.Close()
 	}
+	for _, cs := range f.idle {
+		for _, c := range cs {
+			_ = c.Close()
+		}
+	}
 	f.conns = map[string]*rpc.Conn{}
+	f.idle = map[string][]*rpc.Conn{}
+}
+
+// maxIdleExclusive bounds the spare connections kept per leader.
+const maxIdleExclusive = 32
+
+// callExclusive makes a long-poll call on a connection of its own. If the
+// caller gives up (its client went away), the connection is closed, which
+// the leader sees as the end of its input: it stops holding the claim
+// instead of leasing tasks to a worker that is gone.
+func (f *forwarder) callExclusive(ctx context.Context, addr, method string, params, out any) error {
+	f.mu.Lock()
+	var c *rpc.Conn
+	for len(f.idle[addr]) > 0 && c == nil {
+		n := len(f.idle[addr]) - 1
+		c = f.idle[addr][n]
+		f.idle[addr] = f.idle[addr][:n]
+		select {
+		case <-c.Done():
+			c = nil
+		default:
+		}
+	}
+	f.mu.Unlock()
+	if c == nil {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var err error
+		c, err = rpc.Dial(dctx, "tcp://"+addr, rpc.ConnOptions{MaxLine: 64 << 20, MaxRequest: 64 << 20})
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	err := c.Call(ctx, method, params, out)
+	if ctx.Err() != nil {
+		_ = c.Close()
+		return err
+	}
+	f.mu.Lock()
+	if len(f.idle[addr]) < maxIdleExclusive {
+		f.idle[addr] = append(f.idle[addr], c)
+		c = nil
+	}
+	f.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+	return err
 }
 
 // onLeader runs local when this node leads; otherwise it forwards method
@@ -95,16 +168,22 @@ func onLeader[R any](ctx context.Context, a *Agent, method string, params any, l
 			// changing. Wait for it to settle.
 		case id == "" || addr == "":
 		default:
-			c, err := a.fwd.conn(ctx, addr)
+			var out R
+			var err error
+			if method == rpc.MethodTaskClaim {
+				err = a.fwd.callExclusive(ctx, addr, method, params, &out)
+			} else {
+				var c *rpc.Conn
+				if c, err = a.fwd.conn(ctx, addr); err == nil {
+					err = c.Call(ctx, method, params, &out)
+				}
+			}
 			if err == nil {
-				var out R
-				err = c.Call(ctx, method, params, &out)
-				if err == nil {
-					return out, nil
-				}
-				if !errors.Is(err, domain.ErrUnavailable) {
-					return zero, err // a real answer from the leader
-				}
+				a.catchUp(ctx, out)
+				return out, nil
+			}
+			if !errors.Is(err, domain.ErrUnavailable) && !errors.Is(err, rpc.ErrClosed) {
+				return zero, err // a real answer from the leader
 			}
 			a.log.Debug("forward failed; retrying", "method", method, "leader", id, "addr", addr, "err", err)
 		}
@@ -127,4 +206,16 @@ func unavailable(a *Agent, cause error) error {
 			itoa(n) + " nodes are up; start the others or run `flowd operator raft list-peers`"
 	}
 	return &domain.UnavailableError{Reason: reason, RetryAfter: 300 * time.Millisecond}
+}
+
+// catchUp waits (briefly) until this follower applied the entry of a
+// forwarded write, so the client's next read here sees its own write.
+func (a *Agent) catchUp(ctx context.Context, out any) {
+	wi, ok := out.(interface{ WriteIndex() uint64 })
+	if !ok || wi.WriteIndex() == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = a.node.WaitForApplied(ctx, wi.WriteIndex())
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,14 +24,14 @@ func (a *Agent) peers() []rpc.Peer {
 		if s.ID == leader {
 			st = "leader"
 		}
-		out = append(out, rpc.Peer{ID: s.ID, Address: s.Address, Suffrage: s.Suffrage, State: st})
+		out = append(out, rpc.Peer{ID: s.ID, Address: s.Address, Suffrage: strings.ToLower(s.Suffrage), State: st})
 	}
 	return out
 }
 
 func (a *Agent) clusterStatus(context.Context, struct{}) (rpc.ClusterStatus, error) {
 	s := a.node.Status()
-	return rpc.ClusterStatus{NodeID: s.NodeID, LeaderID: s.LeaderID, State: s.State, Term: s.Term,
+	return rpc.ClusterStatus{NodeID: s.NodeID, LeaderID: s.LeaderID, State: strings.ToLower(s.State), Term: s.Term,
 		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: s.LastContact,
 		Peers: a.peers(), Version: a.cfg.Version}, nil
 }

@@ -58,6 +58,17 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	deadline := time.Now().Add(wait)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()
+	// A worker that went away (its connection's input ended) must not be
+	// handed tasks: stop waiting for it.
+	if gone := rpc.InputClosed(ctx); gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max}
 	return onLeader(ctx, a, rpc.MethodTaskClaim, p, func(ctx context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID)
@@ -101,7 +112,7 @@ func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.A
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, _, err := a.node.Propose(ctx, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken})
+		res, idx, err := a.node.Propose(ctx, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -109,7 +120,7 @@ func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.A
 		if ack.Accepted {
 			a.workers.heartbeat(p.TaskID)
 		}
-		return rpc.AckResult{Accepted: ack.Accepted, LeaseExpiresAt: ms(ack.LeaseExpiresAt)}, nil
+		return rpc.AckResult{Accepted: ack.Accepted, LeaseExpiresAt: ms(ack.LeaseExpiresAt), Index: idx}, nil
 	})
 }
 
@@ -127,7 +138,7 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, _, err := a.node.Propose(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn})
+		res, idx, err := a.node.Propose(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -135,7 +146,7 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 		if ack.Accepted {
 			a.metrics.completed.Inc()
 		}
-		return rpc.AckResult{Accepted: ack.Accepted}, nil
+		return rpc.AckResult{Accepted: ack.Accepted, Index: idx}, nil
 	})
 }
 
@@ -146,7 +157,7 @@ func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, 
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, _, err := a.node.Propose(ctx, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable})
+		res, idx, err := a.node.Propose(ctx, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -154,7 +165,7 @@ func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, 
 		if ack.Accepted {
 			a.metrics.failed.Inc()
 		}
-		return rpc.AckResult{Accepted: ack.Accepted}, nil
+		return rpc.AckResult{Accepted: ack.Accepted, Index: idx}, nil
 	})
 }
 

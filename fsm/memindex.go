@@ -19,8 +19,11 @@ import (
 // taken together with the inner store's view.
 type IndexedStore struct {
 	inner Store
-	mu    sync.RWMutex
+	mu    sync.Mutex
 	mem   *btree.BTreeG[item]
+	// snap is a read-only clone of mem shared by every view taken since
+	// the last commit (btree.Clone itself is not safe for concurrent use).
+	snap *btree.BTreeG[item]
 }
 
 // hotPrefixes are mirrored in memory.
@@ -70,20 +73,24 @@ func (s *IndexedStore) reload() error {
 		}
 	}
 	s.mu.Lock()
-	s.mem = mem
+	s.mem, s.snap = mem, nil
 	s.mu.Unlock()
 	return nil
 }
 
-// View implements Store.
+// View implements Store. The badger view and the mirror snapshot are taken
+// under one lock, so a view never mixes two commits.
 func (s *IndexedStore) View() (Reader, func(), error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	r, release, err := s.inner.View()
 	if err != nil {
 		return nil, nil, err
 	}
-	return indexedReader{inner: r, mem: memReader{s.mem.Clone()}}, release, nil
+	if s.snap == nil {
+		s.snap = s.mem.Clone()
+	}
+	return indexedReader{inner: r, mem: memReader{s.snap}}, release, nil
 }
 
 // Commit implements Store: the durable store first, then the mirror.
@@ -93,6 +100,7 @@ func (s *IndexedStore) Commit(batches [][]Write) error {
 	if err := s.inner.Commit(batches); err != nil {
 		return err
 	}
+	s.snap = nil
 	for _, b := range batches {
 		for _, w := range b {
 			if !isHot(w.Key) {

@@ -10,7 +10,7 @@ import (
 // MemStore is an in-memory Store for fast tests and tooling. Views are
 // copy-on-write clones, so a view is a true point-in-time snapshot.
 type MemStore struct {
-	mu    sync.RWMutex
+	mu    sync.Mutex
 	items *btree.BTreeG[item]
 }
 
@@ -21,9 +21,9 @@ func NewMemStore() *MemStore {
 
 // View implements Store.
 func (m *MemStore) View() (Reader, func(), error) {
-	m.mu.RLock()
+	m.mu.Lock()
 	c := m.items.Clone()
-	m.mu.RUnlock()
+	m.mu.Unlock()
 	return memReader{c}, func() {}, nil
 }
 

@@ -107,6 +107,9 @@ type serverChannel struct {
 	wake     chan struct{}
 
 	stopping atomic.Bool // Shutdown: a read deadline means "end of input"
+
+	inputOnce   sync.Once
+	inputClosed chan struct{} // closed when the peer's input ends (EOF)
 }
 
 func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, log *slog.Logger) *serverChannel {
@@ -116,6 +119,7 @@ func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, lo
 		log:          log,
 		writeTimeout: writeTimeout,
 		wake:         make(chan struct{}, 1),
+		inputClosed:  make(chan struct{}),
 	}
 }
 
@@ -124,6 +128,7 @@ func (c *serverChannel) Recv() ([]byte, error) {
 	for {
 		line, size, err := c.lr.next()
 		if err != nil {
+			c.inputOnce.Do(func() { close(c.inputClosed) })
 			if err == io.EOF || (c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded)) {
 				return nil, c.drain()
 			}

@@ -145,7 +145,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, id
 				return err
 			}
 			if werr := sleep(ctx, c.delay(attempt, err)); werr != nil {
-				return fmt.Errorf("%w (last error: %v)", werr, err)
+				return fmt.Errorf("%w (last error: %w)", werr, err)
 			}
 		}
 		var conn *Conn

@@ -278,7 +278,23 @@ type HeartbeatParams struct {
 type AckResult struct {
 	Accepted       bool      `json:"accepted"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
+	Index          uint64    `json:"index,omitempty"`
 }
+
+// WriteIndex is the raft index of the entry that carried a write; an agent
+// that forwarded the write waits until it applied that index before
+// answering, so a client reading from the same agent sees its own write.
+func (r AckResult) WriteIndex() uint64 { return r.Index }
+
+// WriteIndex implements the read-your-writes contract (see AckResult).
+func (r SubmitResult) WriteIndex() uint64 { return r.Index }
+
+// WriteIndex implements the read-your-writes contract (see AckResult).
+func (r ChangedResult) WriteIndex() uint64 { return r.Index }
+
+// WriteIndex makes an agent that forwarded run.wait catch up to the state
+// the leader saw before answering (see AckResult).
+func (r WaitResult) WriteIndex() uint64 { return r.Run.ModifyIndex }
 
 // CompleteParams of task.complete.
 type CompleteParams struct {

@@ -387,6 +387,19 @@ func Notify(ctx context.Context, method string, params any) error {
 	return err
 }
 
+// InputClosed returns a channel closed when the peer of the connection
+// serving ctx stops sending: it half-closed, or went away entirely (the two
+// look the same on the read side). Requests already received are still
+// answered (see doc.go); a handler holding a long poll on behalf of the
+// peer, such as a claim that would lease tasks to it, should give up. It
+// returns nil (never ready) outside a connection.
+func InputClosed(ctx context.Context) <-chan struct{} {
+	if cs := connOf(ctx); cs != nil {
+		return cs.ch.inputClosed
+	}
+	return nil
+}
+
 // ConnContext returns the context of the connection serving the handler
 // context ctx: it carries what Notify needs and ends when the connection
 // closes (a handler's own ctx ends when the handler returns). Outside a

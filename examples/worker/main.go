@@ -54,7 +54,7 @@ type recorder struct {
 	path string
 }
 
-func (r *recorder) note(t *worker.Task) {
+func (r *recorder) note(t *worker.Task, what string) {
 	if r.path == "" {
 		return
 	}
@@ -65,7 +65,7 @@ func (r *recorder) note(t *worker.Task) {
 		return
 	}
 	defer f.Close()
-	line := t.Type + " " + t.Key
+	line := what + " " + t.Type + " " + t.Key
 	if t.Compensation {
 		line += " revert"
 	}
@@ -75,8 +75,17 @@ func (r *recorder) note(t *worker.Task) {
 func register(w *worker.Worker, j *recorder) {
 	handle := func(typ string, h worker.Handler) {
 		w.Register(typ, func(ctx context.Context, t *worker.Task) (any, error) {
-			j.note(t)
-			return h(ctx, t)
+			j.note(t, "call")
+			res, err := h(ctx, t)
+			switch {
+			case ctx.Err() != nil:
+				j.note(t, "cancelled")
+			case err != nil:
+				j.note(t, "failed")
+			default:
+				j.note(t, "done")
+			}
+			return res, err
 		})
 	}
 
@@ -183,6 +192,17 @@ func register(w *worker.Worker, j *recorder) {
 	})
 	handle("refund", func(_ context.Context, t *worker.Task) (any, error) {
 		return map[string]any{"refunded": string(t.Result)}, nil
+	})
+
+	// echo returns its input (used by examples/workflows/hello.json).
+	handle("echo", func(_ context.Context, t *worker.Task) (any, error) {
+		return map[string]any{"input": t.Input, "deps": len(t.DepResults)}, nil
+	})
+
+	// panic shows that a handler panic fails the task (with the panic
+	// message) and the worker keeps serving.
+	handle("panic", func(context.Context, *worker.Task) (any, error) {
+		panic("example handler panic")
 	})
 
 	// A long task: the SDK heartbeats its lease while it runs.

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowd/flowd/daemon"
+)
+
+func init() { commands = append(commands, agentCommand) }
+
+var agentCommand = &cli.Command{
+	Name:  "agent",
+	Usage: "run a flowd agent (one node of the raft cluster)",
+	Description: "Every option is also read from its FLOWD_* variable and from --config FILE\n" +
+		"(YAML or JSON, keys are the flag names with '_' for '-'); flags and variables\n" +
+		"override the file. SIGTERM or SIGINT stops gracefully (leadership is handed over);\n" +
+		"a second signal exits at once.\n\n" +
+		"   flowd agent --node-id n1 --data-dir DIR --raft-addr 127.0.0.1:7001 --socket DIR/n1.sock \\\n" +
+		"               --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "config", EnvVars: []string{"FLOWD_CONFIG"}, TakesFile: true, Usage: "config file (YAML or JSON)"},
+		&cli.StringFlag{Name: "node-id", EnvVars: []string{"FLOWD_NODE_ID"}, Usage: "this node's id, e.g. n1 (required)"},
+		&cli.StringFlag{Name: "data-dir", EnvVars: []string{"FLOWD_DATA_DIR"}, TakesFile: true, Usage: "where the raft log and state live (required)"},
+		&cli.StringFlag{Name: "raft-addr", EnvVars: []string{"FLOWD_RAFT_ADDR"}, Usage: "raft bind address `HOST:PORT`", DefaultText: "127.0.0.1:7001"},
+		&cli.StringFlag{Name: "raft-advertise", EnvVars: []string{"FLOWD_RAFT_ADVERTISE"}, Usage: "raft address other nodes dial, when --raft-addr binds 0.0.0.0"},
+		&cli.StringFlag{Name: "peers", EnvVars: []string{"FLOWD_PEERS"}, Usage: "initial cluster `ID=HOST:PORT,...` (the same on every node)"},
+		&cli.StringFlag{Name: "socket", EnvVars: []string{"FLOWD_SOCKET"}, TakesFile: true, Usage: "client Unix socket", DefaultText: "DATA_DIR/flowd.sock"},
+		&cli.StringFlag{Name: "client-addr", EnvVars: []string{"FLOWD_CLIENT_ADDR"}, Usage: "optional TCP client listener `HOST:PORT`"},
+		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"FLOWD_HTTP_ADDR"}, Usage: "optional HTTP health/metrics listener `HOST:PORT`"},
+		&cli.StringFlag{Name: "forward-addr", EnvVars: []string{"FLOWD_FORWARD_ADDR"}, Usage: "inter-node forwarding listener", DefaultText: "raft host, raft port + 1000"},
+		&cli.StringFlag{Name: "forward-advertise", EnvVars: []string{"FLOWD_FORWARD_ADVERTISE"}, Usage: "forwarding address other nodes dial", DefaultText: "derived from --raft-advertise"},
+		&cli.IntFlag{Name: "max-line", EnvVars: []string{"FLOWD_MAX_LINE"}, Usage: "longest request line in bytes", DefaultText: "4194304 (4 MiB)"},
+		&cli.StringFlag{Name: "log-level", EnvVars: []string{"FLOWD_LOG_LEVEL"}, Usage: "debug, info, warn or error", DefaultText: "info"},
+		&cli.StringFlag{Name: "log-format", EnvVars: []string{"FLOWD_LOG_FORMAT"}, Usage: "text or json", DefaultText: "text"},
+		&cli.DurationFlag{Name: "raft-heartbeat-timeout", EnvVars: []string{"FLOWD_RAFT_HEARTBEAT_TIMEOUT"}, Usage: "raft heartbeat timeout", DefaultText: "raft's"},
+		&cli.DurationFlag{Name: "raft-election-timeout", EnvVars: []string{"FLOWD_RAFT_ELECTION_TIMEOUT"}, Usage: "raft election timeout", DefaultText: "raft's"},
+		&cli.DurationFlag{Name: "shutdown-timeout", EnvVars: []string{"FLOWD_SHUTDOWN_TIMEOUT"}, Usage: "bound on a graceful stop (drain clients, hand over leadership)", DefaultText: "10s"},
+	},
+	Action: agentAction,
+	// The client options (--addr, --output, ...) do not apply to the agent.
+	CustomHelpTemplate: cli.CommandHelpTemplate,
+}
+
+// agentConfig merges --config FILE with the flags and variables (which win)
+// and normalizes the result; every error is a usage error (exit 2).
+func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
+	if cCtx.NArg() > 0 {
+		return daemon.Config{}, usageErr(cCtx, "unexpected arguments %q: the agent takes only flags", cCtx.Args().Slice())
+	}
+	var base daemon.Config
+	if path := cCtx.String("config"); path != "" {
+		c, err := daemon.LoadConfigFile(path)
+		if err != nil {
+			return daemon.Config{}, &cliError{code: exitUsage, msg: err.Error()}
+		}
+		base = c
+	}
+	over := daemon.Config{
+		NodeID: cCtx.String("node-id"), DataDir: cCtx.String("data-dir"), RaftAddr: cCtx.String("raft-addr"),
+		RaftAdvertise: cCtx.String("raft-advertise"), Peers: cCtx.String("peers"), Socket: cCtx.String("socket"),
+		ClientAddr: cCtx.String("client-addr"), HTTPAddr: cCtx.String("http-addr"),
+		ForwardAddr: cCtx.String("forward-addr"), ForwardAdvertise: cCtx.String("forward-advertise"),
+		MaxLine: cCtx.Int("max-line"), LogLevel: cCtx.String("log-level"), LogFormat: cCtx.String("log-format"),
+		HeartbeatTimeout: cCtx.Duration("raft-heartbeat-timeout"), ElectionTimeout: cCtx.Duration("raft-election-timeout"),
+		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), Version: version,
+	}
+	cfg := base.Merge(over)
+	if f := strings.ToLower(cfg.LogFormat); f != "" && f != "text" && f != "json" {
+		return cfg, &cliError{code: exitUsage, msg: fmt.Sprintf("invalid agent configuration:\n  - --log-format %q must be text or json", cfg.LogFormat)}
+	}
+	if err := cfg.Normalize(); err != nil {
+		return cfg, &cliError{code: exitUsage, msg: err.Error(), hint: "see `flowd agent --help`"}
+	}
+	return cfg, nil
+}
+
+func agentAction(cCtx *cli.Context) error {
+	cfg, err := agentConfig(cCtx)
+	if err != nil {
+		return err
+	}
+	log := agentLogger(cCtx.App.ErrWriter, cfg.LogLevel, cfg.LogFormat)
+	a, err := daemon.New(cfg, log)
+	if err != nil {
+		return failf("another agent may hold the socket or ports, or --data-dir may belong to another node", "start agent %s: %v", cfg.NodeID, err)
+	}
+	ctx, cancel := context.WithCancel(cCtx.Context)
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	defer func() {
+		signal.Stop(sigs)
+		close(done)
+	}()
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Info("signal received; stopping gracefully (send it again to exit at once)", "signal", s.String())
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			log.Warn("second signal; exiting now", "signal", s.String())
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	if err := a.Run(ctx); err != nil {
+		return failf("", "agent %s: %v", cfg.NodeID, err)
+	}
+	return nil
+}
+
+// agentLogger is daemon.NewLogger writing to w (the app's stderr) instead
+// of os.Stderr. The level was checked by Config.Normalize.
+func agentLogger(w io.Writer, level, format string) *slog.Logger {
+	lv := slog.LevelInfo
+	switch strings.ToLower(level) {
+	case "debug":
+		lv = slog.LevelDebug
+	case "warn", "warning":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if strings.ToLower(format) == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowd/flowd/internal/demo"
+	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/worker"
+)
+
+func init() { commands = append(commands, devCommand) }
+
+// defaultDevDir is where `flowd dev` keeps its cluster unless --dir is
+// given; the CLI's default --addr points at its sockets.
+func defaultDevDir() string { return filepath.Join(os.TempDir(), "flowd-dev") }
+
+var devCommand = &cli.Command{
+	Name:  "dev",
+	Usage: "run a local three-node cluster with demo workers (echo, sleep, fail, flaky, undo)",
+	Description: `Starts three flowd agents as child processes on loopback, in --dir, with
+their logs in DIR/nN.log, and runs the built-in demo handlers as a worker.
+Prints the socket paths and an export FLOWD_ADDR=... line. Ctrl-C stops
+everything cleanly: the worker drains, the agents shut down gracefully.
+
+Kill one agent (kill -9 PID) to watch the cluster fail over.`,
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "dir", Usage: "data directory for the three agents", Value: defaultDevDir(), EnvVars: []string{"FLOWD_DEV_DIR"}},
+		&cli.IntFlag{Name: "base-port", Usage: "raft port of n1 (n2, n3 follow; forwarding = raft + 1000)", Value: 7001, EnvVars: []string{"FLOWD_DEV_BASE_PORT"}},
+		&cli.IntFlag{Name: "nodes", Usage: "number of agents", Value: 3, EnvVars: []string{"FLOWD_DEV_NODES"}},
+		&cli.IntFlag{Name: "concurrency", Usage: "demo worker task slots (0 = no demo worker)", Value: 8, EnvVars: []string{"FLOWD_DEV_CONCURRENCY"}},
+		&cli.BoolFlag{Name: "keep", Usage: "keep existing data in --dir instead of starting fresh", EnvVars: []string{"FLOWD_DEV_KEEP"}},
+		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: 9001, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
+	},
+	Action: runDev,
+}
+
+type devNode struct {
+	id, sock, raft, log string
+	cmd                 *exec.Cmd
+	exited              chan error
+}
+
+func runDev(c *cli.Context) error {
+	out, errw := c.App.Writer, c.App.ErrWriter
+	dir, _ := filepath.Abs(c.String("dir"))
+	n := c.Int("nodes")
+	if n < 1 || n > 9 {
+		return cli.Exit("--nodes must be between 1 and 9", 2)
+	}
+	if !c.Bool("keep") {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("clean %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	base := c.Int("base-port")
+	var peers []string
+	nodes := make([]*devNode, n)
+	for i := range nodes {
+		id := fmt.Sprintf("n%d", i+1)
+		nodes[i] = &devNode{id: id, sock: filepath.Join(dir, id+".sock"), raft: fmt.Sprintf("127.0.0.1:%d", base+i),
+			log: filepath.Join(dir, id+".log"), exited: make(chan error, 1)}
+		peers = append(peers, id+"="+nodes[i].raft)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	for i, nd := range nodes {
+		args := []string{"agent", "--node-id", nd.id, "--data-dir", filepath.Join(dir, nd.id), "--raft-addr", nd.raft,
+			"--socket", nd.sock, "--peers", strings.Join(peers, ",")}
+		if hp := c.Int("http-base-port"); hp > 0 {
+			args = append(args, "--http-addr", fmt.Sprintf("127.0.0.1:%d", hp+i))
+		}
+		logf, err := os.OpenFile(nd.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
+		if err != nil {
+			return err
+		}
+		nd.cmd = exec.Command(self, args...)
+		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
+		nd.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches us, not them
+		if err := nd.cmd.Start(); err != nil {
+			stopNodes(nodes, errw)
+			return fmt.Errorf("start %s: %w", nd.id, err)
+		}
+		go func(nd *devNode, f *os.File) { nd.exited <- nd.cmd.Wait(); f.Close() }(nd, logf)
+	}
+	defer stopNodes(nodes, errw)
+
+	var eps []string
+	for _, nd := range nodes {
+		eps = append(eps, "unix://"+nd.sock)
+	}
+	leader, err := waitForLeader(ctx, eps, nodes)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "flowd dev: %d agents up in %s (leader %s)\n", n, dir, leader)
+	for _, nd := range nodes {
+		fmt.Fprintf(out, "  %s  pid %-7d unix://%s  raft %s  log %s\n", nd.id, nd.cmd.Process.Pid, nd.sock, nd.raft, nd.log)
+	}
+	fmt.Fprintf(out, "\nexport FLOWD_ADDR=%s\n\n", strings.Join(eps, ","))
+
+	var wk *worker.Worker
+	workerDone := make(chan error, 1)
+	if conc := c.Int("concurrency"); conc > 0 {
+		logger := slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		wk, err = worker.New(eps, worker.Options{ID: "dev-worker", Concurrency: conc, Logger: logger, ClaimWait: 10 * time.Second})
+		if err != nil {
+			return err
+		}
+		demo.Register(wk)
+		fmt.Fprintf(out, "demo worker: types %s, %d slots\n", strings.Join(demo.Types, ", "), conc)
+		wctx, wcancel := context.WithCancel(context.Background())
+		defer wcancel()
+		go func() { workerDone <- wk.Run(wctx) }()
+		go func() { <-ctx.Done(); wcancel() }()
+	}
+	fmt.Fprintln(out, "try:  flowd submit --wait examples/workflows/etl.yaml   |   flowd tui   |   Ctrl-C stops everything")
+
+	select {
+	case <-ctx.Done():
+	case err := <-firstExit(nodes):
+		fmt.Fprintf(errw, "an agent exited (%v); see its log in %s; stopping\n", err, dir)
+	}
+	fmt.Fprintln(out, "\nstopping: draining the demo worker, then the agents")
+	if wk != nil {
+		select {
+		case <-workerDone:
+		case <-time.After(15 * time.Second):
+			wk.Stop()
+		}
+	}
+	return nil
+}
+
+func firstExit(nodes []*devNode) <-chan error {
+	ch := make(chan error, len(nodes))
+	for _, nd := range nodes {
+		go func(nd *devNode) {
+			err := <-nd.exited
+			nd.exited <- err // keep it for stopNodes
+			ch <- fmt.Errorf("%s: %v", nd.id, err)
+		}(nd)
+	}
+	return ch
+}
+
+// stopNodes sends SIGTERM to every agent and waits (SIGKILL after 10 s).
+func stopNodes(nodes []*devNode, errw io.Writer) {
+	for _, nd := range nodes {
+		if nd != nil && nd.cmd != nil && nd.cmd.Process != nil {
+			_ = nd.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, nd := range nodes {
+		if nd == nil || nd.cmd == nil || nd.cmd.Process == nil {
+			continue
+		}
+		select {
+		case <-nd.exited:
+		case <-time.After(10 * time.Second):
+			fmt.Fprintf(errw, "%s did not stop in 10s; killing it\n", nd.id)
+			_ = nd.cmd.Process.Kill()
+			<-nd.exited
+		}
+	}
+}
+
+// waitForLeader polls the agents' status until one reports a leader. (A
+// start-up readiness check, not a dispatch path.)
+func waitForLeader(ctx context.Context, eps []string, nodes []*devNode) (string, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, nd := range nodes {
+			select {
+			case err := <-nd.exited:
+				nd.exited <- err
+				b, _ := os.ReadFile(nd.log)
+				return "", fmt.Errorf("agent %s exited during start-up (%v):\n%s", nd.id, err, tail(string(b), 20))
+			default:
+			}
+		}
+		for _, ep := range eps {
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			conn, err := rpc.Dial(cctx, ep, rpc.ConnOptions{})
+			if err == nil {
+				var st rpc.ClusterStatus
+				err = conn.Call(cctx, rpc.MethodClusterStatus, struct{}{}, &st)
+				conn.Close()
+				if err == nil && st.LeaderID != "" {
+					cancel()
+					return st.LeaderID, nil
+				}
+			}
+			cancel()
+		}
+		select {
+		case <-ctx.Done():
+			return "", errors.New("interrupted while waiting for the cluster")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return "", errors.New("the agents did not elect a leader within 30s; see their logs")
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

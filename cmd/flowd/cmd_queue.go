@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+func init() { commands = append(commands, queueCommand) }
+
+var queueCommand = &cli.Command{
+	Name:  "queue",
+	Usage: "list queues, pause and resume them, cap their concurrency",
+	Subcommands: []*cli.Command{
+		{Name: "list", Usage: "queues with ready and running tasks, caps, pauses and breakers", Action: queueListAction},
+		queuePauseCommand("pause", true),
+		queuePauseCommand("resume", false),
+		{
+			Name:      "set",
+			Usage:     "set a queue's concurrency cap (0 = unlimited)",
+			ArgsUsage: "NAME",
+			Flags: []cli.Flag{
+				&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Usage: "at most `N` running tasks (0 = unlimited); required"},
+			},
+			Action: queueSetAction,
+		},
+	},
+}
+
+func queueListAction(cCtx *cli.Context) error {
+	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
+		return err
+	}
+	var res *rpc.QueueListResult
+	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
+		res, err = c.Queues(ctx)
+		return err
+	}); err != nil {
+		return err
+	}
+	w := cCtx.App.Writer
+	if jsonOut(cCtx) {
+		return printJSON(w, res)
+	}
+	if len(res.Queues) == 0 {
+		fmt.Fprintln(w, "no queues yet (a queue appears with its first task)")
+		return nil
+	}
+	tw := newTable(w)
+	row(tw, "QUEUE", "READY", "RUNNING", "CONCURRENCY", "PAUSED", "OLDEST READY", "BREAKERS")
+	for _, q := range res.Queues {
+		conc := "unlimited"
+		if q.Concurrency > 0 {
+			conc = fmt.Sprint(q.Concurrency)
+		}
+		paused := "no"
+		if q.Paused {
+			paused = "‖ yes"
+		}
+		if len(q.PausedRuns) > 0 {
+			var ids []string
+			for _, r := range q.PausedRuns {
+				ids = append(ids, shortID(r))
+			}
+			paused += " (runs " + strings.Join(ids, ",") + ")"
+		}
+		oldest := "-"
+		if q.OldestReadyMS > 0 {
+			oldest = human(time.Duration(q.OldestReadyMS) * time.Millisecond)
+		}
+		var bs []string
+		for _, b := range q.Breakers {
+			bs = append(bs, fmt.Sprintf("%s:%s(%d)", b.Type, b.State, b.Failures))
+		}
+		row(tw, q.Name, q.Ready, q.Running, conc, paused, oldest, dash(strings.Join(bs, " ")))
+	}
+	return tw.Flush()
+}
+
+func queuePauseCommand(name string, pause bool) *cli.Command {
+	usage := "pause a queue: its ready tasks are not dispatched (running ones finish)"
+	if !pause {
+		usage = "resume a paused queue"
+	}
+	return &cli.Command{
+		Name:      name,
+		Usage:     usage + "; with --run, only for that run",
+		ArgsUsage: "NAME",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "run", Usage: "only this run's tasks in the queue (run `ID`)"},
+		},
+		Action: func(cCtx *cli.Context) error {
+			if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
+				return err
+			}
+			q := cCtx.Args().First()
+			var res *rpc.ChangedResult
+			if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
+				res, err = c.QueuePause(ctx, q, cCtx.String("run"), pause)
+				return err
+			}); err != nil {
+				return err
+			}
+			return printChanged(cCtx, res, fmt.Sprintf("queue %s %sd%s", q, name, forRun(cCtx.String("run"))))
+		},
+	}
+}
+
+func forRun(id string) string {
+	if id == "" {
+		return ""
+	}
+	return " for run " + id
+}
+
+// printChanged reports a verb's result; changed false is not an error.
+func printChanged(cCtx *cli.Context, res *rpc.ChangedResult, what string) error {
+	if jsonOut(cCtx) {
+		return printJSON(cCtx.App.Writer, res)
+	}
+	if res.Changed {
+		fmt.Fprintln(cCtx.App.Writer, what)
+	} else {
+		fmt.Fprintln(cCtx.App.Writer, "unchanged: "+what+" already")
+	}
+	return nil
+}
+
+func queueSetAction(cCtx *cli.Context) error {
+	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	if !cCtx.IsSet("concurrency") {
+		return usageErr(cCtx, "--concurrency N is required (0 = unlimited)")
+	}
+	n := cCtx.Int("concurrency")
+	if n < 0 {
+		return usageErr(cCtx, "--concurrency %d: want 0 (unlimited) or more", n)
+	}
+	q := cCtx.Args().First()
+	var res *rpc.ChangedResult
+	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
+		res, err = c.QueueSet(ctx, q, n)
+		return err
+	}); err != nil {
+		return err
+	}
+	limit := fmt.Sprint(n)
+	if n == 0 {
+		limit = "unlimited"
+	}
+	return printChanged(cCtx, res, fmt.Sprintf("queue %s concurrency set to %s", q, limit))
+}

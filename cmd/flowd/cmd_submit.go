@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+func init() { commands = append(commands, submitCommand) }
+
+var submitCommand = &cli.Command{
+	Name:      "submit",
+	Usage:     "submit a workflow (YAML or JSON file) as a new run",
+	ArgsUsage: "FILE (- for stdin)",
+	Description: "The agent validates the workflow and reports every problem with its path.\n" +
+		"A run id is always sent (a new UUIDv7 unless --id is given), so retrying the\n" +
+		"same submission never creates a second run.\n\n" +
+		"With --wait, shows \"tasks done/total\" and exits 0 if the run succeeded,\n" +
+		"3 if it failed, was cancelled or reverted, 4 if --timeout passed first.",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "id", Usage: "the run's `UUID` (default: a new UUIDv7)"},
+		&cli.StringFlag{Name: "input", Usage: "the run's input: `JSON` inline, or @file (@- for stdin)"},
+		&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `k=v` (repeatable)"},
+		&cli.StringFlag{Name: "if-full", Value: "queue", Usage: "when the concurrent-run cap is reached: queue or reject"},
+		&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "wait until the run is done"},
+		&cli.DurationFlag{Name: "timeout", Usage: "with --wait: give up waiting after `DUR` (exit 4)", DefaultText: "no limit"},
+	},
+	Action: submitAction,
+}
+
+// parseLabels turns k=v flags into a map.
+func parseLabels(cCtx *cli.Context, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	// urfave/cli splits slice flags on commas: glue a piece without '='
+	// back to the label before it ("k=a,b" is one label).
+	var joined []string
+	for _, kv := range kvs {
+		if n := len(joined); n > 0 && !strings.Contains(kv, "=") {
+			joined[n-1] += "," + kv
+			continue
+		}
+		joined = append(joined, kv)
+	}
+	out := map[string]string{}
+	for _, kv := range joined {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, usageErr(cCtx, "--label %q: want key=value", kv)
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+func newRunID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func submitAction(cCtx *cli.Context) error {
+	if err := needArgs(cCtx, 1, 1, "FILE"); err != nil {
+		return err
+	}
+	p := rpc.SubmitParams{ID: cCtx.String("id"), IfFull: cCtx.String("if-full")}
+	if p.IfFull != "queue" && p.IfFull != "reject" {
+		return usageErr(cCtx, "--if-full %q: want queue or reject", p.IfFull)
+	}
+	if p.ID == "" {
+		p.ID = newRunID()
+	} else if _, err := uuid.Parse(p.ID); err != nil {
+		return usageErr(cCtx, "--id %q is not a UUID", p.ID)
+	}
+	var err error
+	if p.Input, err = jsonArg(cCtx, "--input", cCtx.String("input")); err != nil {
+		return err
+	}
+	if p.Labels, err = parseLabels(cCtx, cCtx.StringSlice("label")); err != nil {
+		return err
+	}
+	if p.Workflow, err = specJSON(cCtx, cCtx.Args().First()); err != nil {
+		return err
+	}
+	c, err := newClient(cCtx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := callCtx(cCtx)
+	res, err := c.Submit(ctx, p)
+	cancel()
+	if err != nil {
+		return err
+	}
+	wait := cCtx.Bool("wait")
+	w := cCtx.App.Writer
+	if !wait || !jsonOut(cCtx) {
+		if jsonOut(cCtx) {
+			return printJSON(w, submitView(res))
+		}
+		note := ""
+		if !res.Created {
+			note = " (already submitted with this id: nothing new was created)"
+		}
+		fmt.Fprintf(w, "run %s submitted: %s, state %s%s\n", shortID(res.ID), res.ID, StateLabel(string(res.State)), note)
+	}
+	if !wait {
+		return nil
+	}
+	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("timeout"), true)
+}
+
+// submitView is the --output json form of a submission.
+type submitResultView struct {
+	ID      string `json:"id"`
+	ShortID string `json:"short_id"`
+	State   string `json:"state"`
+	Created bool   `json:"created"`
+	Index   uint64 `json:"index,omitempty"`
+}
+
+func submitView(r *rpc.SubmitResult) submitResultView {
+	return submitResultView{ID: r.ID, ShortID: shortID(r.ID), State: string(r.State), Created: r.Created, Index: r.Index}
+}
+
+// waitAndReport waits for a run and reports its outcome as the exit code.
+func waitAndReport(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration, fresh bool) error {
+	r, done, err := waitRun(cCtx, c, id, timeout, fresh)
+	if err != nil {
+		return err
+	}
+	return runOutcome(cCtx, r, done, timeout)
+}

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+const (
+	wfETL = `name: etl
+tasks:
+  - key: extract
+    type: echo
+    input: {n: 1}
+  - key: transform
+    type: echo
+    deps: [extract]
+  - key: load
+    type: echo
+    deps: [transform]
+`
+	wfFail = `{"name":"breaks","tasks":[{"key":"a","type":"echo"},{"key":"b","type":"fail","deps":["a"]}]}`
+	// b's type has no worker: the run stays running until the test acts.
+	wfManual = `name: manual
+tasks:
+  - {key: a, type: echo}
+  - {key: b, type: manual, deps: [a]}
+`
+	wfSaga = `name: saga
+tasks:
+  - {key: a, type: sagastep, revert_type: undo}
+  - {key: b, type: manual, deps: [a]}
+`
+	wfBad = `name: bad
+tasks:
+  - key: a
+    type: echo
+    deps: [nope]
+  - key: a
+    type: echo
+    colour: red
+`
+)
+
+var submittedRe = regexp.MustCompile(`run ([0-9a-f]{12}) submitted: ([0-9a-f-]{36})`)
+
+// TestCLI drives every client command through the app, in process, against
+// a three-node cluster.
+func TestCLI(t *testing.T) {
+	tc := startCluster(t)
+	tc.startWorker(t, "echo", "fail", "undo")
+	etl := writeFile(t, "etl.yaml", wfETL)
+
+	var runID, short string
+	t.Run("submit --wait with flags after the file", func(t *testing.T) {
+		r := tc.must(t, 0, "submit", etl, "--wait", "--label", "team=data", "--input", `{"x":1}`, "--timeout", "30s")
+		m := submittedRe.FindStringSubmatch(r.out)
+		if m == nil || !strings.HasSuffix(m[2], m[1]) {
+			t.Fatalf("no run id:\n%s", r)
+		}
+		short, runID = m[1], m[2]
+		if !strings.Contains(r.out, "✓ succeeded") || !strings.Contains(r.out, "(3/3 tasks done)") {
+			t.Fatalf("no success line:\n%s", r)
+		}
+		if !strings.Contains(r.err, "tasks 3/3") {
+			t.Fatalf("no progress on stderr:\n%s", r)
+		}
+	})
+
+	t.Run("submit with the same id is idempotent", func(t *testing.T) {
+		r := tc.must(t, 0, "submit", "--id", runID, etl, "-o", "json")
+		var v submitResultView
+		if err := json.Unmarshal([]byte(r.out), &v); err != nil || v.ID != runID || v.Created {
+			t.Fatalf("resubmit: %v\n%s", err, r)
+		}
+	})
+
+	t.Run("submit from stdin", func(t *testing.T) {
+		r := tc.flowdIn(t, strings.NewReader(wfETL), "submit", "-", "--wait")
+		if r.code != 0 || !strings.Contains(r.out, "✓ succeeded") {
+			t.Fatalf("%s", r)
+		}
+	})
+
+	t.Run("run list", func(t *testing.T) {
+		r := tc.must(t, 0, "run", "list")
+		if !strings.Contains(r.out, short) || !strings.Contains(r.out, "✓ succeeded") || !strings.Contains(r.out, "WORKFLOW") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "run", "list", "--state", "succeeded", "-o", "json")
+		var lr rpc.ListResult
+		if err := json.Unmarshal([]byte(r.out), &lr); err != nil || len(lr.Runs) < 2 || lr.Counts["succeeded"] < 2 {
+			t.Fatalf("list json: %v\n%s", err, r)
+		}
+		// One per page, then every page.
+		r = tc.must(t, 0, "run", "list", "--limit", "1")
+		if !strings.Contains(r.err, "more runs") {
+			t.Fatalf("no next-page hint:\n%s", r)
+		}
+		r = tc.must(t, 0, "run", "list", "--limit", "1", "--all", "-o", "json")
+		var all rpc.ListResult
+		if err := json.Unmarshal([]byte(r.out), &all); err != nil || len(all.Runs) != len(lr.Runs) || all.NextCursor != "" {
+			t.Fatalf("--all: %v (%d runs, want %d)\n%s", err, len(all.Runs), len(lr.Runs), r)
+		}
+		tc.must(t, 2, "run", "list", "--state", "bogus")
+	})
+
+	t.Run("run get", func(t *testing.T) {
+		r := tc.must(t, 0, "run", "get", short)
+		for _, want := range []string{runID, "✓ succeeded", "team=data", "extract", "transform", "load", "3/3 done"} {
+			if !strings.Contains(r.out, want) {
+				t.Fatalf("missing %q:\n%s", want, r)
+			}
+		}
+		run := getRun(t, tc, short[4:]) // any unique part of the id
+		if run.ID != runID || run.State != "succeeded" || len(run.Tasks) != 3 || run.Labels["team"] != "data" {
+			t.Fatalf("run %+v", run)
+		}
+	})
+
+	t.Run("task get", func(t *testing.T) {
+		r := tc.must(t, 0, "task", "get", short+"/extract")
+		for _, want := range []string{"test-worker", "✓ succeeded", "WORKER", "TOKEN", "Lease:", "Compensation:"} {
+			if !strings.Contains(r.out, want) {
+				t.Fatalf("missing %q:\n%s", want, r)
+			}
+		}
+		r = tc.must(t, 0, "task", "get", short+"/load", "-o", "json")
+		var task rpc.Task
+		if err := json.Unmarshal([]byte(r.out), &task); err != nil || len(task.Attempts) != 1 || task.Attempts[0].Worker != "test-worker" ||
+			len(task.Deps) != 1 || task.Deps[0] != "transform" {
+			t.Fatalf("task json: %v\n%s", err, r)
+		}
+		tc.must(t, 2, "task", "get", "no-slash")
+		r = tc.must(t, 1, "task", "get", short+"/nosuchkey")
+		if !strings.Contains(r.err, "hint:") {
+			t.Fatalf("no hint:\n%s", r)
+		}
+	})
+
+	t.Run("run stats", func(t *testing.T) {
+		r := tc.must(t, 0, "run", "stats", short)
+		if !strings.Contains(r.out, "Attempts:") || !strings.Contains(r.out, "QUEUE WAIT") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "run", "stats", short, "-o", "json")
+		var st rpc.RunStats
+		if err := json.Unmarshal([]byte(r.out), &st); err != nil || st.Attempts != 3 || len(st.Tasks) != 3 {
+			t.Fatalf("stats json: %v\n%s", err, r)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		r := tc.must(t, 0, "events", "--run", short)
+		if !strings.Contains(r.out, "run "+short) || !strings.Contains(r.out, "task extract") || !strings.Contains(r.out, "✓ succeeded") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "events", "--run", short, "--limit", "2", "-o", "json")
+		var el rpc.EventsListResult
+		if err := json.Unmarshal([]byte(r.out), &el); err != nil || len(el.Events) != 2 {
+			t.Fatalf("events json: %v\n%s", err, r)
+		}
+	})
+
+	t.Run("run replay", func(t *testing.T) {
+		r := tc.must(t, 0, "run", "replay", short, "--reuse-succeeded", "--wait")
+		m := regexp.MustCompile(`run ([0-9a-f]{12}) replays ` + short).FindStringSubmatch(r.out)
+		if m == nil || !strings.Contains(r.out, "✓ succeeded") {
+			t.Fatalf("%s", r)
+		}
+		child := getRun(t, tc, m[1])
+		if child.ParentID != runID || child.ID == runID {
+			t.Fatalf("child %+v", child)
+		}
+	})
+
+	t.Run("a failed run exits 3", func(t *testing.T) {
+		r := tc.must(t, 3, "submit", writeFile(t, "fail.json", wfFail), "--wait")
+		if !strings.Contains(r.out, "✗ failed") || !strings.Contains(r.out, "boom: b") {
+			t.Fatalf("%s", r)
+		}
+	})
+
+	t.Run("interrupt, resume, cancel", func(t *testing.T) {
+		id := tc.submitID(t, writeFile(t, "manual.yaml", wfManual))
+		s := shortID(id)
+		r := tc.must(t, 0, "run", "interrupt", s)
+		if !strings.Contains(r.out, "‖ interrupted") {
+			t.Fatalf("%s", r)
+		}
+		// Agents check a verb against their own state (see the report on
+		// daemon verbs): let every one catch up before the next verb.
+		tc.sync(t)
+		if run := getRun(t, tc, s); run.State != "interrupted" {
+			t.Fatalf("state %s", run.State)
+		}
+		r = tc.must(t, 0, "run", "interrupt", s)
+		if !strings.Contains(r.out, "unchanged") {
+			t.Fatalf("%s", r)
+		}
+		tc.sync(t)
+		r = tc.must(t, 0, "run", "resume", s, "-o", "json")
+		var v struct {
+			Changed bool   `json:"changed"`
+			State   string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(r.out), &v); err != nil || !v.Changed || v.State != "running" {
+			t.Fatalf("resume: %v\n%s", err, r)
+		}
+		tc.sync(t)
+		r = tc.must(t, 0, "run", "cancel", s, "--reason", "test")
+		if !strings.Contains(r.out, "⊘ cancelled") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 3, "run", "wait", s)
+		if !strings.Contains(r.out, "⊘ cancelled") {
+			t.Fatalf("%s", r)
+		}
+		tc.sync(t)
+		// Resuming a cancelled run is an illegal transition: exit 1 with a hint.
+		r = tc.must(t, 1, "run", "resume", s)
+		if !strings.Contains(r.err, "illegal_transition") || !strings.Contains(r.err, "hint:") {
+			t.Fatalf("%s", r)
+		}
+	})
+
+	t.Run("wait timeout exits 4", func(t *testing.T) {
+		manual := writeFile(t, "manual.yaml", wfManual)
+		r := tc.must(t, 4, "submit", manual, "--wait", "--timeout", "300ms")
+		if !strings.Contains(r.err, "timed out") {
+			t.Fatalf("%s", r)
+		}
+		m := submittedRe.FindStringSubmatch(r.out)
+		if m == nil {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 4, "run", "wait", m[1], "--timeout", "200ms")
+		if !strings.Contains(r.err, "still") || !strings.Contains(r.err, "flowd run wait") {
+			t.Fatalf("%s", r)
+		}
+		tc.must(t, 0, "run", "cancel", m[1])
+	})
+
+	t.Run("revert runs compensations", func(t *testing.T) {
+		id := tc.submitID(t, writeFile(t, "saga.yaml", wfSaga))
+		s := shortID(id)
+		tc.completeOne(t, "sagastep") // a succeeded; b waits for a "manual" worker
+		r := tc.must(t, 0, "run", "revert", s)
+		if !strings.Contains(r.out, "reverting") && !strings.Contains(r.out, "reverted") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 3, "run", "wait", s, "--timeout", "30s")
+		if !strings.Contains(r.out, "⟲ reverted") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "task", "get", s+"/a")
+		if !strings.Contains(r.out, "revert handler undo") || !strings.Contains(r.out, "(revert)") {
+			t.Fatalf("no compensation shown:\n%s", r)
+		}
+	})
+
+	t.Run("run watch", func(t *testing.T) {
+		id := tc.submitID(t, writeFile(t, "manual.yaml", strings.ReplaceAll(wfManual, "manual", "watchme")))
+		s := shortID(id)
+		stderr := newSignalWriter("watching run")
+		stdout := newSignalWriter("")
+		codec := make(chan int, 1)
+		go func() {
+			codec <- run(t.Context(), []string{"flowd", "--addr", tc.addr, "run", "watch", s}, nil, stdout, stderr)
+		}()
+		waitFor(t, stderr.found, "the watch to start", stderr)
+		tc.completeOne(t, "watchme")
+		code := <-codec
+		out := stdout.String()
+		if code != 0 || !strings.Contains(out, "task b") || !strings.Contains(out, "✓ succeeded") {
+			t.Fatalf("watch exit %d\n%s\n%s", code, out, stderr.String())
+		}
+	})
+
+	t.Run("queue", func(t *testing.T) {
+		r := tc.must(t, 0, "queue", "set", "default", "--concurrency", "2")
+		if !strings.Contains(r.out, "concurrency set to 2") {
+			t.Fatalf("%s", r)
+		}
+		tc.sync(t)
+		r = tc.must(t, 0, "queue", "list", "-o", "json")
+		var ql rpc.QueueListResult
+		if err := json.Unmarshal([]byte(r.out), &ql); err != nil {
+			t.Fatalf("%v\n%s", err, r)
+		}
+		found := false
+		for _, q := range ql.Queues {
+			if q.Name == "default" {
+				found = q.Concurrency == 2
+			}
+		}
+		if !found {
+			t.Fatalf("default queue not capped:\n%s", r)
+		}
+		r = tc.must(t, 0, "queue", "list")
+		if !strings.Contains(r.out, "CONCURRENCY") || !strings.Contains(r.out, "default") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "queue", "pause", "default")
+		if !strings.Contains(r.out, "queue default paused") {
+			t.Fatalf("%s", r)
+		}
+		tc.sync(t)
+		r = tc.must(t, 0, "queue", "list")
+		if !strings.Contains(r.out, "‖ yes") {
+			t.Fatalf("%s", r)
+		}
+		tc.must(t, 0, "queue", "resume", "default")
+		r = tc.must(t, 0, "queue", "pause", "default", "--run", short)
+		if !strings.Contains(r.out, "for run") {
+			t.Fatalf("%s", r)
+		}
+		tc.must(t, 0, "queue", "resume", "default", "--run", short)
+		tc.must(t, 0, "queue", "set", "default", "--concurrency", "0")
+		tc.must(t, 2, "queue", "set", "default")
+	})
+
+	t.Run("settings", func(t *testing.T) {
+		r := tc.must(t, 0, "settings", "set", "--max-running-runs", "50", "--retention", "48h", "--breaker-cooldown", "10s")
+		if !strings.Contains(r.out, "max_running_runs") || !strings.Contains(r.out, "50") {
+			t.Fatalf("%s", r)
+		}
+		tc.sync(t)
+		r = tc.must(t, 0, "settings", "get", "-o", "json")
+		var s rpc.Settings
+		if err := json.Unmarshal([]byte(r.out), &s); err != nil || s.MaxRunningRuns == nil || *s.MaxRunningRuns != 50 ||
+			s.RetentionMS == nil || *s.RetentionMS != 48*3600*1000 || *s.BreakerCooldownMS != 10_000 {
+			t.Fatalf("settings: %v\n%s", err, r)
+		}
+		tc.must(t, 0, "settings", "set", "--max-running-runs", "0")
+		tc.must(t, 2, "settings", "set")
+	})
+
+	t.Run("invalid spec lists every problem", func(t *testing.T) {
+		r := tc.must(t, 1, "submit", writeFile(t, "bad.yaml", wfBad))
+		for _, want := range []string{"tasks[0].deps[0]:", "(unknown_dependency)", "tasks[1].key:", "(duplicate_key)", "tasks[1].colour:", "(unknown_field)"} {
+			if !strings.Contains(r.err, want) {
+				t.Fatalf("missing %q:\n%s", want, r)
+			}
+		}
+	})
+
+	t.Run("not found has a hint", func(t *testing.T) {
+		r := tc.must(t, 1, "run", "get", "ffffffffffff")
+		if !strings.Contains(r.err, "error: ") || !strings.Contains(r.err, "flowd run list") {
+			t.Fatalf("%s", r)
+		}
+	})
+
+	t.Run("rpc", func(t *testing.T) {
+		r := tc.must(t, 0, "rpc", "cluster.status")
+		var st rpc.ClusterStatus
+		if err := json.Unmarshal([]byte(r.out), &st); err != nil || st.NodeID == "" || st.LeaderID == "" {
+			t.Fatalf("%v\n%s", err, r)
+		}
+		r = tc.must(t, 0, "rpc", "run.get", `{"id":"`+short+`"}`)
+		if !strings.Contains(r.out, `"id": "`+runID+`"`) {
+			t.Fatalf("%s", r)
+		}
+		r = tc.flowdIn(t, strings.NewReader(`{"id":"`+short+`"}`), "rpc", "run.stats", "-")
+		if r.code != 0 || !strings.Contains(r.out, `"attempts": 3`) {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 1, "rpc", "no.such")
+		var e rpc.Error
+		if err := json.Unmarshal([]byte(r.out), &e); err != nil || e.Code != rpc.CodeMethodNotFound {
+			t.Fatalf("%v\n%s", err, r)
+		}
+		r = tc.must(t, 1, "rpc", "run.get", `{"id":"ffffffffffff"}`)
+		if !strings.Contains(r.out, "-32001") {
+			t.Fatalf("%s", r)
+		}
+		tc.must(t, 2, "rpc", "run.get", "{not json")
+	})
+
+	t.Run("health", func(t *testing.T) {
+		r := tc.must(t, 0, "health")
+		if !strings.Contains(r.out, "healthy: leader") || strings.Count(r.out, "✓") != 3 {
+			t.Fatalf("%s", r)
+		}
+		var out, errb strings.Builder
+		code := run(t.Context(), []string{"flowd", "--addr", tc.addr + ",unix://" + filepath.Join(tc.dir, "gone.sock"), "health", "-o", "json"}, nil, &out, &errb)
+		var rep healthReport
+		if err := json.Unmarshal([]byte(out.String()), &rep); code != 0 || err != nil || !rep.Healthy || len(rep.Nodes) != 4 || rep.Nodes[3].Reachable {
+			t.Fatalf("exit %d %v\n%s\n%s", code, err, out.String(), errb.String())
+		}
+	})
+
+	t.Run("operator raft", func(t *testing.T) {
+		r := tc.must(t, 0, "operator", "raft", "list-peers")
+		if strings.Count(r.out, "voter") != 3 || strings.Count(r.out, "leader") != 1 {
+			t.Fatalf("%s", r)
+		}
+		tc.must(t, 0, "operator", "raft", "list-peers", "-o", "json")
+		tc.must(t, 2, "operator", "raft", "add-peer", "n4")
+	})
+
+	t.Run("version", func(t *testing.T) {
+		r := tc.must(t, 0, "version", "-o", "json")
+		var v map[string]string
+		if err := json.Unmarshal([]byte(r.out), &v); err != nil || v["version"] != version || v["commit"] != commit {
+			t.Fatalf("%v\n%s", err, r)
+		}
+	})
+
+	t.Run("snapshot save, inspect, restore", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "state.snap")
+		r := tc.must(t, 0, "snapshot", "save", file)
+		if !strings.Contains(r.out, "saved snapshot at index") {
+			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "snapshot", "inspect", file, "-o", "json")
+		var sum snapshotSummary
+		if err := json.Unmarshal([]byte(r.out), &sum); err != nil || sum.AppliedIndex == 0 || sum.Runs["succeeded"] < 3 {
+			t.Fatalf("%v\n%s", err, r)
+		}
+		r = tc.must(t, 0, "snapshot", "inspect", file)
+		if !strings.Contains(r.out, "Applied index:") || !strings.Contains(r.out, "✓ succeeded") {
+			t.Fatalf("%s", r)
+		}
+		// A run submitted after the snapshot is gone once it is restored.
+		later := tc.submitID(t, writeFile(t, "manual.yaml", wfManual))
+		r = tc.must(t, 0, "snapshot", "restore", file)
+		if !strings.Contains(r.out, "restored") {
+			t.Fatalf("%s", r)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), callTimeoutForTests)
+		defer cancel()
+		var run rpc.Run
+		err := tc.client(t).CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: later, Consistent: true}, &run)
+		if err == nil {
+			t.Fatalf("run %s submitted after the snapshot survived the restore (state %s)", later, run.State)
+		}
+		getRun(t, tc, short)
+	})
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// waitChunk is how long one run.wait call blocks. run.wait returns as soon
+// as the run is done, so this only sets how often progress can refresh; no
+// state is polled.
+const waitChunk = time.Second
+
+// waitRun waits until the run is done (succeeded, failed, cancelled,
+// reverted) or timeout passes (0: no limit), showing "tasks done/total" on
+// the app's stderr. It returns the last view of the run and whether it is
+// done.
+//
+// fresh says the run was just created by this command: a not_found from an
+// agent that has not applied the submission yet is retried for a moment.
+func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration, fresh bool) (*rpc.Run, bool, error) {
+	start := time.Now()
+	backoff := 10 * time.Millisecond
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	prog := newProgress(cCtx.App.ErrWriter)
+	defer prog.end()
+	var last *rpc.Run
+	for {
+		chunk := waitChunk
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 && last != nil {
+				return last, false, nil
+			}
+			chunk = max(0, min(chunk, left))
+		}
+		ctx, cancel := context.WithTimeout(cCtx.Context, chunk+callTimeout(cCtx))
+		res, err := c.WaitRun(ctx, id, chunk.Milliseconds())
+		cancel()
+		if err != nil && last == nil && fresh && isCode(err, rpc.CodeNotFound) && time.Since(start) < freshLag {
+			// We just created the run through an agent that follows: it
+			// resolves ids from its own state, which may not have applied
+			// the submission yet. Give it a moment.
+			if werr := pause(cCtx.Context, &backoff); werr != nil {
+				return nil, false, err
+			}
+			continue
+		}
+		if err != nil {
+			return last, false, err
+		}
+		last = &res.Run
+		prog.show(last)
+		if res.Done {
+			return last, true, nil
+		}
+	}
+}
+
+// freshLag bounds how long a just-created run may be unknown to the agent
+// the client talks to.
+const freshLag = 5 * time.Second
+
+// pause waits *d (doubling it, up to 250ms) or until ctx ends.
+func pause(ctx context.Context, d *time.Duration) error {
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	*d = min(2**d, 250*time.Millisecond)
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func isCode(err error, code int) bool {
+	pe, ok := errors.AsType[*rpc.Error](err)
+	return ok && pe.Code == code
+}
+
+// progress shows a run's progress: rewritten in place on a terminal, one
+// line per change otherwise.
+type progress struct {
+	w    io.Writer
+	tty  bool
+	last string
+}
+
+func newProgress(w io.Writer) *progress { return &progress{w: w, tty: isTerminal(w)} }
+
+func (p *progress) show(r *rpc.Run) {
+	line := fmt.Sprintf("run %s %s  tasks %d/%d", shortID(r.ID), StateLabel(string(r.State)), r.Done, r.TaskCount)
+	if line == p.last {
+		return
+	}
+	p.last = line
+	if p.tty {
+		fmt.Fprint(p.w, "\r\x1b[K"+line)
+	} else {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) end() {
+	if p.tty && p.last != "" {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// runOutcome prints how a waited-for run ended and returns its exit code:
+// 0 succeeded, 3 failed/cancelled/reverted, 4 not done within timeout.
+func runOutcome(cCtx *cli.Context, r *rpc.Run, done bool, timeout time.Duration) error {
+	w := cCtx.App.Writer
+	if jsonOut(cCtx) {
+		if err := printJSON(w, r); err != nil {
+			return err
+		}
+	}
+	if !done {
+		fmt.Fprintf(cCtx.App.ErrWriter, "timed out after %s: run %s is still %s (tasks %d/%d)\nhint: wait again with `flowd run wait %s`, or watch it with `flowd run watch %s`\n",
+			timeout, shortID(r.ID), StateLabel(string(r.State)), r.Done, r.TaskCount, shortID(r.ID), shortID(r.ID))
+		return exitWith(exitTimeout)
+	}
+	if !jsonOut(cCtx) {
+		p := newPainter(cCtx, w)
+		took := span(r.StartedAt, r.FinishedAt)
+		if r.StartedAt.IsZero() {
+			took = span(r.CreatedAt, r.FinishedAt)
+		}
+		fmt.Fprintf(w, "run %s %s in %s (%d/%d tasks done)\n", shortID(r.ID), p.state(string(r.State)), took, r.Done, r.TaskCount)
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
+		}
+		for _, t := range r.Tasks {
+			if t.State == domain.TaskFailed || (t.Error != "" && r.State != domain.RunSucceeded) {
+				fmt.Fprintf(w, "  %s %s: %s\n", p.state(string(t.State)), t.Key, oneLine(dash(t.Error), 200))
+			}
+		}
+	}
+	if r.State == domain.RunSucceeded {
+		return nil
+	}
+	return exitWith(exitRunUnsuc)
+}
