@@ -191,6 +191,13 @@ func register(w *worker.Worker, j *recorder) {
 		return map[string]any{"released": string(t.Result)}, nil
 	})
 	handle("refund", func(_ context.Context, t *worker.Task) (any, error) {
+		var in struct {
+			FailRefund bool `json:"fail_refund"`
+		}
+		_ = t.Decode(&in)
+		if in.FailRefund {
+			return nil, errors.New("payment provider refused the refund")
+		}
 		return map[string]any{"refunded": string(t.Result)}, nil
 	})
 
