@@ -112,7 +112,7 @@ func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.A
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.Propose(ctx, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken})
+		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -138,7 +138,7 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.Propose(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn})
+		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -157,7 +157,7 @@ func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, 
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.Propose(ctx, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable})
+		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -146,6 +147,10 @@ func (a *Agent) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	// Profiles, for operators chasing a slow node (only on --http-addr).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	gatherers := prometheus.Gatherers{a.metrics.reg, prometheus.DefaultGatherer}
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
 	return mux

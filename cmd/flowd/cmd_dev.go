@@ -23,10 +23,6 @@ import (
 
 func init() { commands = append(commands, devCommand) }
 
-// defaultDevDir is where `flowd dev` keeps its cluster unless --dir is
-// given; the CLI's default --addr points at its sockets.
-func defaultDevDir() string { return filepath.Join(os.TempDir(), "flowd-dev") }
-
 var devCommand = &cli.Command{
 	Name:  "dev",
 	Usage: "run a local three-node cluster with demo workers (echo, sleep, fail, flaky, undo)",
@@ -37,7 +33,7 @@ everything cleanly: the worker drains, the agents shut down gracefully.
 
 Kill one agent (kill -9 PID) to watch the cluster fail over.`,
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "dir", Usage: "data directory for the three agents", Value: defaultDevDir(), EnvVars: []string{"FLOWD_DEV_DIR"}},
+		&cli.StringFlag{Name: "dir", Usage: "data directory for the three agents", Value: devDir(), EnvVars: []string{"FLOWD_DEV_DIR"}},
 		&cli.IntFlag{Name: "base-port", Usage: "raft port of n1 (n2, n3 follow; forwarding = raft + 1000)", Value: 7001, EnvVars: []string{"FLOWD_DEV_BASE_PORT"}},
 		&cli.IntFlag{Name: "nodes", Usage: "number of agents", Value: 3, EnvVars: []string{"FLOWD_DEV_NODES"}},
 		&cli.IntFlag{Name: "concurrency", Usage: "demo worker task slots (0 = no demo worker)", Value: 8, EnvVars: []string{"FLOWD_DEV_CONCURRENCY"}},

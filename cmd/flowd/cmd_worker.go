@@ -59,7 +59,7 @@ exits at once.`,
 
 func runExecWorker(c *cli.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-	w, err := worker.New(strings.Split(c.String("addr"), ","), worker.Options{
+	w, err := worker.New(endpoints(c), worker.Options{
 		ID: c.String("id"), Queues: c.StringSlice("queue"), Concurrency: c.Int("concurrency"),
 		DrainTimeout: c.Duration("drain-timeout"), Logger: logger,
 	})
