@@ -41,7 +41,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/
 
 image: build
-	docker build -t flowd:$(VERSION) -f examples/deploy/Dockerfile .
+	docker build -t flowd:$(VERSION) -t flowd:dev -f examples/deploy/Dockerfile .
 
 clean:
 	rm -rf bin
