@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/flowd/flowd/fsm/domain"
 )
 
 // Status is a node's view of the cluster.
@@ -102,7 +104,7 @@ func (n *Node) RemoveServer(id string) error {
 			return n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
 		}
 	}
-	return fmt.Errorf("no member %q; run `flowd operator raft list-peers`", id)
+	return fmt.Errorf("%w: no member %q; run `flowd operator raft list-peers`", domain.ErrNotFound, id)
 }
 
 // TransferLeadership hands leadership to id (or to the most up-to-date
@@ -120,7 +122,7 @@ func (n *Node) TransferLeadership(id string) error {
 			return n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(srv.Address)).Error()
 		}
 	}
-	return fmt.Errorf("no member %q; run `flowd operator raft list-peers`", id)
+	return fmt.Errorf("%w: no member %q; run `flowd operator raft list-peers`", domain.ErrNotFound, id)
 }
 
 // Snapshot forces a raft snapshot now (log compaction).

@@ -375,7 +375,8 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 // Now returns the leader clock reading used to stamp commands.
 func (n *Node) Now() time.Time { return n.cfg.Clock() }
 
-// IsLeader reports whether this node is the leader with its loops running.
+// IsLeader reports whether raft says this node is the leader (its loops
+// start after a barrier; see LoopsRunning).
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Leader returns the current leader's id and raft address ("" if none).

@@ -57,6 +57,21 @@ func LoadConfigFile(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
+	// Durations are written as in the flags ("500ms", "10s").
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		return c, fmt.Errorf("config file %s: %w", path, err)
+	}
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "shutdown_timeout"} {
+		if v, ok := raw[k].(string); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return c, fmt.Errorf("config file %s: %s: %v (write durations like 500ms or 10s)", path, k, err)
+			}
+			raw[k] = int64(d)
+		}
+	}
+	js, _ = json.Marshal(raw)
 	dec := json.NewDecoder(strings.NewReader(string(js)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
@@ -121,7 +136,8 @@ func (c *Config) Normalize() error {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
 	}
-	if c.ForwardAddr == "" {
+	explicitForward := c.ForwardAddr != ""
+	if !explicitForward {
 		addr, err := DeriveForwardAddr(c.RaftAddr)
 		if err != nil {
 			problems = append(problems, err.Error())
@@ -130,7 +146,13 @@ func (c *Config) Normalize() error {
 	}
 	if c.ForwardAdvertise == "" {
 		c.ForwardAdvertise = c.ForwardAddr
-		if c.RaftAdvertise != "" {
+		if host, port, err := net.SplitHostPort(c.ForwardAddr); err == nil && c.RaftAdvertise != "" && unspecified(host) {
+			// Listening on all interfaces: peers reach us at the raft
+			// advertise host, on the forwarding port.
+			if advHost, _, err := net.SplitHostPort(c.RaftAdvertise); err == nil {
+				c.ForwardAdvertise = net.JoinHostPort(advHost, port)
+			}
+		} else if !explicitForward && c.RaftAdvertise != "" {
 			if adv, err := DeriveForwardAddr(c.RaftAdvertise); err == nil {
 				c.ForwardAdvertise = adv
 			}
@@ -146,6 +168,11 @@ func (c *Config) Normalize() error {
 		return fmt.Errorf("invalid agent configuration:\n  - %s", strings.Join(problems, "\n  - "))
 	}
 	return nil
+}
+
+func unspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // DeriveForwardAddr returns the default forwarding address for a raft

@@ -64,5 +64,10 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 func (a *Agent) hello(_ context.Context, p rpc.HelloParams) (rpc.HelloResult, error) {
-	return rpc.HelloResult{ProtocolVersion: rpc.ProtocolVersion, NodeID: a.cfg.NodeID, Version: a.cfg.Version}, nil
+	out := rpc.HelloResult{ProtocolVersion: rpc.ProtocolVersion, NodeID: a.cfg.NodeID, Version: a.cfg.Version}
+	if p.ProtocolVersion != 0 && p.ProtocolVersion != rpc.ProtocolVersion {
+		return out, invalid("protocol mismatch: this agent speaks version %d, the client %q speaks %d; upgrade the older side",
+			rpc.ProtocolVersion, p.Client, p.ProtocolVersion)
+	}
+	return out, nil
 }

@@ -167,6 +167,11 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 		if err := a.node.Raft().Restore(meta, f, time.Minute); err != nil {
 			return rpc.SnapshotResult{}, fmt.Errorf("restore: %w", err)
 		}
+		// The restore is itself a log position: a barrier makes the FSM
+		// report the cluster's index, not the snapshot file's.
+		if err := a.node.Barrier(ctx); err != nil {
+			return rpc.SnapshotResult{}, err
+		}
 		return rpc.SnapshotResult{Path: p.Path, Bytes: st.Size(), AppliedIndex: a.fsm.AppliedIndex()}, nil
 	})
 }

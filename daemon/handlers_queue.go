@@ -27,7 +27,7 @@ func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error
 	out := rpc.QueueListResult{Queues: []rpc.Queue{}, Breakers: []rpc.Breaker{}}
 	for _, q := range qs {
 		rq := rpc.Queue{Name: q.Name, Ready: q.Ready, Running: q.Running, Concurrency: q.Concurrency,
-			Paused: q.Paused, Types: q.Types, Breakers: []rpc.Breaker{}}
+			Paused: q.Paused, PausedRuns: q.PausedRuns, Types: q.Types, Breakers: []rpc.Breaker{}}
 		if q.OldestReadyAt != 0 {
 			rq.OldestReadyMS = max(0, now-q.OldestReadyAt)
 		}
@@ -86,7 +86,10 @@ func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.Changed
 	})
 }
 
+// toSettings reports effective values (defaults filled in); 0 for
+// max_running_runs still means unlimited.
 func toSettings(s fsm.Settings) rpc.Settings {
+	s = s.Effective()
 	return rpc.Settings{MaxRunningRuns: &s.MaxRunningRuns, RetentionMS: &s.RetentionMS,
 		BreakerFailures: &s.BreakerFailures, BreakerCooldownMS: &s.BreakerCooldownMS, EventWindow: &s.EventWindow}
 }

@@ -59,18 +59,26 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()
 	// A worker that went away (its connection's input ended) must not be
-	// handed tasks: stop waiting for it.
+	// handed tasks: stop waiting for it. Only the wait ends; a claim entry
+	// already proposed runs to its outcome.
+	waitCtx, stopWaiting := context.WithDeadline(ctx, deadline)
+	defer stopWaiting()
+	// Forwarded, the wait rides on a connection of its own that is closed
+	// when the client goes away, which ends the leader's wait too.
+	fwdCtx, stopForward := context.WithCancel(ctx)
+	defer stopForward()
 	if gone := rpc.InputClosed(ctx); gone != nil {
 		go func() {
 			select {
 			case <-gone:
-				cancel()
+				stopWaiting()
+				stopForward()
 			case <-ctx.Done():
 			}
 		}()
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max}
-	return onLeader(ctx, a, rpc.MethodTaskClaim, p, func(ctx context.Context) (rpc.ClaimResult, error) {
+	res, err := onLeader(fwdCtx, a, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID)
 		defer a.workers.doneWaiting(p.WorkerID)
 		var got []fsm.Claimed
@@ -85,11 +93,8 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 			}
 			got = res.(*fsm.ClaimResult).Assigned[0]
 		} else {
-			wctx, wcancel := context.WithDeadline(ctx, deadline)
 			var err error
-			got, err = a.node.Claim(wctx, w, waitMargin/2)
-			wcancel()
-			if err != nil {
+			if got, err = a.node.Claim(waitCtx, w, waitMargin/2); err != nil {
 				return rpc.ClaimResult{}, err
 			}
 		}
@@ -103,6 +108,12 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 		a.metrics.claimed.Add(float64(len(got)))
 		return out, nil
 	})
+	if err != nil && fwdCtx.Err() != nil && ctx.Err() == nil {
+		// We stopped waiting because the client went away (or its wait
+		// ended while forwarding): no task was handed over here.
+		return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
+	}
+	return res, err
 }
 
 func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.AckResult, error) {

@@ -41,8 +41,9 @@ func newMetrics(a *Agent) *metrics {
 	m.claimed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_claimed_total", Help: "Tasks handed to workers by this agent."})
 	m.completed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_completed_total", Help: "Completions accepted through this agent."})
 	m.failed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_failed_total", Help: "Failures accepted through this agent."})
-	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), stateCollector{a})
+	// Go and process metrics come from the default registry, gathered
+	// together with this one (registering them twice fails the scrape).
+	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a})
 	raftSinkOnce.Do(func() {
 		if sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.DefaultRegisterer, Expiration: time.Minute}); err == nil {
 			cfg := gometrics.DefaultConfig("flowd")

@@ -18,11 +18,15 @@ var ErrSocketInUse = errors.New("socket in use")
 // live process still answers on is refused.
 func listenUnix(path string) (net.Listener, error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("create socket directory %s: %w", dir, err)
-	}
-	if err := os.Chmod(dir, 0o750); err != nil && !errors.Is(err, os.ErrPermission) {
-		return nil, err
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		// Only a directory we create gets our mode; an existing one (say
+		// /tmp) is left as it is.
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create socket directory %s: %w", dir, err)
+		}
+		if err := os.Chmod(dir, 0o750); err != nil {
+			return nil, err
+		}
 	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

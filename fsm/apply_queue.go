@@ -140,7 +140,9 @@ func (a *applier) applyQueuePause(c *QueuePause) any {
 	if slices.Contains(r.PausedQueues, c.Name) == c.Paused {
 		return &ChangedResult{}
 	}
+	q := a.queue(c.Name)
 	if c.Paused {
+		q.PausedRuns = append(q.PausedRuns, r.ID)
 		r.PausedQueues = append(r.PausedQueues, c.Name)
 		slices.Sort(r.PausedQueues)
 		for _, t := range a.runTasks(r.ID) {
@@ -149,6 +151,10 @@ func (a *applier) applyQueuePause(c *QueuePause) any {
 			}
 		}
 	} else {
+		q.PausedRuns = slices.DeleteFunc(q.PausedRuns, func(s string) bool { return s == r.ID })
+		if len(q.PausedRuns) == 0 {
+			q.PausedRuns = nil
+		}
 		r.PausedQueues = slices.DeleteFunc(r.PausedQueues, func(s string) bool { return s == c.Name })
 		if len(r.PausedQueues) == 0 {
 			r.PausedQueues = nil
@@ -240,6 +246,13 @@ func (a *applier) deleteRun(r *Run) {
 		}
 		a.unwake(t)
 		a.deleteRecord(&a.taskCache, taskKey(t.RunID, t.Key))
+	}
+	for _, qn := range r.PausedQueues {
+		q := a.queue(qn)
+		q.PausedRuns = slices.DeleteFunc(q.PausedRuns, func(s string) bool { return s == r.ID })
+		if len(q.PausedRuns) == 0 {
+			q.PausedRuns = nil
+		}
 	}
 	a.del(runStateKey(string(r.State), r.ID))
 	if r.FinishedAt != 0 {

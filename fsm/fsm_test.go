@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -233,9 +235,21 @@ func TestEventsCarryIndexAndResume(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		h.submit("x"+itoa(i), `{"tasks":[{"key":"a","type":"t"}]}`)
 	}
-	_, _, err = h.f.Events(1, "", 0)
-	if err == nil || !strings.Contains(err.Error(), "oldest") {
-		t.Fatalf("old index: %v", err)
+	_, oldest, err := h.f.Events(1, "", 0)
+	if !errors.Is(err, ErrEventsTrimmed) || !strings.Contains(err.Error(), fmt.Sprintf("resume from index %d", oldest)) {
+		t.Fatalf("old index: %v (oldest %d)", err, oldest)
+	}
+	if evs, _, err := h.f.Events(oldest, "", 0); err != nil || len(evs) == 0 || evs[0].Index != oldest {
+		t.Fatalf("resume from the reported oldest index %d: %v %d events", oldest, err, len(evs))
+	}
+	// The window holds exactly what the counter says: no orphaned events.
+	stored := 0
+	_ = h.f.View(func(r Reader) error {
+		return r.Scan(pfxEvent, nil, false, func(_, _ []byte) bool { stored++; return true })
+	})
+	ctr, _ := h.f.Counters()
+	if stored != ctr.Events || stored > 100 {
+		t.Fatalf("%d events stored, counter says %d, window 100", stored, ctr.Events)
 	}
 }
 

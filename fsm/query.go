@@ -144,9 +144,10 @@ func (f *FSM) ResolveRunID(short string) (string, error) {
 // ListRuns lists runs newest first, optionally of one state, resuming after
 // cursor (the last id of the previous page).
 func (f *FSM) ListRuns(state domain.RunState, limit int, cursor string) ([]*Run, string, error) {
-	if limit <= 0 || limit > 1000 {
+	if limit <= 0 {
 		limit = 100
 	}
+	limit = min(limit, 1000)
 	var out []*Run
 	next := ""
 	err := f.View(func(r Reader) error {
@@ -323,26 +324,34 @@ func (f *FSM) Counters() (Counters, error) {
 var ErrEventsTrimmed = fmt.Errorf("%w: events trimmed", ErrNotFound)
 
 // Events returns up to limit events with index >= from (optionally of one
-// run), and the oldest index still retained. When from is older than the
-// window (and events were trimmed), it returns ErrEventsTrimmed.
+// run), and the oldest index whose events are all retained. When from is
+// older than that (events were trimmed), it returns ErrEventsTrimmed.
 func (f *FSM) Events(from uint64, runID string, limit int) ([]Event, uint64, error) {
 	var out []Event
 	var oldest uint64
 	err := f.View(func(r Reader) error {
-		_ = r.Scan(pfxEvent, nil, false, func(k, _ []byte) bool {
-			oldest = getU64(k[len(pfxEvent) : len(pfxEvent)+8])
-			return false
-		})
 		c, err := getJSON[Counters](r, keyCounters)
 		if err != nil {
 			return err
 		}
+		if c != nil && c.TrimmedThrough > 0 {
+			oldest = c.TrimmedThrough + 1
+		} else {
+			_ = r.Scan(pfxEvent, nil, false, func(k, _ []byte) bool {
+				oldest = getU64(k[len(pfxEvent) : len(pfxEvent)+8])
+				return false
+			})
+		}
 		if c != nil && from > 0 && from <= c.TrimmedThrough {
-			return fmt.Errorf("%w: index %d is older than the oldest retained event (index %d); resume from %d or later",
-				ErrEventsTrimmed, from, oldest, c.TrimmedThrough+1)
+			return fmt.Errorf("%w: index %d is older than the retained window; resume from index %d or later",
+				ErrEventsTrimmed, from, oldest)
+		}
+		start := eventKey(from, 0)
+		if from == 0 && c != nil && c.TrimmedThrough > 0 {
+			start = eventKey(oldest, 0)
 		}
 		var derr error
-		err = r.Scan(pfxEvent, eventKey(from, 0), false, func(_, v []byte) bool {
+		err = r.Scan(pfxEvent, start, false, func(_, v []byte) bool {
 			var ev Event
 			if derr = unmarshal(v, &ev); derr != nil {
 				return false

@@ -132,6 +132,8 @@ type QueueState struct {
 	Paused      bool   `json:"paused"`
 	// Types counts ready (indexed) tasks per dispatch type.
 	Types map[string]int `json:"types,omitempty"`
+	// PausedRuns lists the runs this queue is paused for.
+	PausedRuns []string `json:"paused_runs,omitempty"`
 }
 
 // Breaker states.
@@ -168,6 +170,15 @@ const (
 	DefaultEventWindow       = 100_000
 )
 
+// Effective returns the settings with every zero replaced by its default.
+func (s Settings) Effective() Settings {
+	s.RetentionMS = s.retention()
+	s.BreakerFailures = s.breakerFailures()
+	s.BreakerCooldownMS = s.breakerCooldown()
+	s.EventWindow = s.eventWindow()
+	return s
+}
+
 func (s Settings) retention() int64 {
 	if s.RetentionMS > 0 {
 		return s.RetentionMS
@@ -200,8 +211,10 @@ func (s Settings) eventWindow() int {
 type Counters struct {
 	ActiveRuns int `json:"active_runs"` // running, interrupted or reverting
 	Events     int `json:"events"`      // events in the window
-	// TrimmedThrough is the highest index whose events were dropped.
+	// TrimmedThrough and TrimmedSeq name the last event dropped from the
+	// window; events of TrimmedThrough may be retained in part.
 	TrimmedThrough uint64 `json:"trimmed_through,omitempty"`
+	TrimmedSeq     uint32 `json:"trimmed_seq,omitempty"`
 	NextAdmit      uint64 `json:"next_admit"`
 	LeaseExpiries  uint64 `json:"lease_expiries"`
 	TasksDone      uint64 `json:"tasks_done"`

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -267,17 +268,23 @@ func (a *applier) emit(ev Event) {
 
 // trimEvents deletes the n oldest events.
 func (a *applier) trimEvents(n int) {
-	// Start after the last trimmed index: the deleted keys before it are
-	// tombstones a scan from the prefix start would have to skip.
+	// Start right after the last trimmed event: the deleted keys before it
+	// are tombstones a scan from the prefix start would have to skip. (An
+	// entry's events may be trimmed in part; the rest follow next time.)
 	c := a.getCounters()
+	var start []byte
+	if c.TrimmedThrough > 0 {
+		start = eventKey(c.TrimmedThrough, c.TrimmedSeq+1)
+	}
 	var keys [][]byte
-	must(a.tx.Scan(pfxEvent, eventKey(c.TrimmedThrough+1, 0), false, func(k, _ []byte) bool {
+	must(a.tx.Scan(pfxEvent, start, false, func(k, _ []byte) bool {
 		keys = append(keys, bytes.Clone(k))
 		return len(keys) < n
 	}))
 	for _, k := range keys {
 		a.del(k)
-		c.TrimmedThrough = max(c.TrimmedThrough, getU64(k[len(pfxEvent):len(pfxEvent)+8]))
+		c.TrimmedThrough = getU64(k[len(pfxEvent) : len(pfxEvent)+8])
+		c.TrimmedSeq = binary.BigEndian.Uint32(k[len(pfxEvent)+8:])
 	}
 	c.Events -= len(keys)
 }

@@ -125,12 +125,21 @@ type Options struct {
 	DrainTimeout time.Duration
 	// MaxBackoff caps reconnect backoff (default 30s).
 	MaxBackoff time.Duration
+	// AnyType makes a catch-all worker: it claims tasks of every type in
+	// its queues, and fails (non-retryably) those it has no handler for.
+	// By default a worker claims only the types it registered.
+	AnyType bool
 	Logger     *slog.Logger
 }
 
 // Worker runs registered handlers for claimed tasks.
 type Worker struct {
-	c        *rpc.Client
+	c *rpc.Client // heartbeats and reports
+	// claims carries only the long-poll claims, on a connection of its own:
+	// closing it when the worker drains tells the agent to stop holding the
+	// claim (otherwise it could lease a task to a worker that stopped
+	// claiming, and the task would wait for its lease to expire).
+	claims   *rpc.Client
 	opts     Options
 	log      *slog.Logger
 	mu       sync.Mutex
@@ -181,8 +190,12 @@ func New(endpoints []string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	claims, err := rpc.NewClient(eps, rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
 	hard, cancel := context.WithCancelCause(context.Background())
-	return &Worker{c: c, opts: opts, log: opts.Logger.With("worker", opts.ID), handlers: map[string]Handler{},
+	return &Worker{c: c, claims: claims, opts: opts, log: opts.Logger.With("worker", opts.ID), handlers: map[string]Handler{},
 		slots: make(chan struct{}, opts.Concurrency), hard: hard, hardCancel: cancel}, nil
 }
 
@@ -234,7 +247,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		if free == 0 {
 			break
 		}
-		tasks, err := w.c.Claim(ctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: w.types(),
+		types := w.types()
+		if w.opts.AnyType {
+			types = nil
+		}
+		tasks, err := w.claims.Claim(ctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types,
 			Max: free, WaitMS: w.opts.ClaimWait.Milliseconds()})
 		w.releaseReserved(free - len(tasks))
 		if err != nil {
@@ -316,6 +333,7 @@ func (w *Worker) hello(ctx context.Context) error {
 
 // drain waits for in-flight tasks up to DrainTimeout, then stops hard.
 func (w *Worker) drain() error {
+	_ = w.claims.Close() // the agent stops holding our claim
 	done := make(chan struct{})
 	go func() { w.inflight.Wait(); close(done) }()
 	select {

@@ -31,7 +31,8 @@ their logs in DIR/nN.log, and runs the built-in demo handlers as a worker.
 Prints the socket paths and an export FLOWD_ADDR=... line. Ctrl-C stops
 everything cleanly: the worker drains, the agents shut down gracefully.
 
-Kill one agent (kill -9 PID) to watch the cluster fail over.`,
+Kill one agent (kill -9 PID) to watch the cluster fail over: the others
+carry on, and the command to restart it is printed.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "dir", Usage: "data directory for the three agents", Value: devDir(), EnvVars: []string{"FLOWD_DEV_DIR"}},
 		&cli.IntFlag{Name: "base-port", Usage: "raft port of n1 (n2, n3 follow; forwarding = raft + 1000)", Value: 7001, EnvVars: []string{"FLOWD_DEV_BASE_PORT"}},
@@ -129,12 +130,20 @@ func runDev(c *cli.Context) error {
 		go func() { workerDone <- wk.Run(wctx) }()
 		go func() { <-ctx.Done(); wcancel() }()
 	}
-	fmt.Fprintln(out, "try:  flowd submit --wait examples/workflows/etl.yaml   |   flowd tui   |   Ctrl-C stops everything")
+	fmt.Fprintln(out, "try:  flowd submit --wait examples/workflows/demo.yaml   |   flowd tui   |   Ctrl-C stops everything")
 
-	select {
-	case <-ctx.Done():
-	case err := <-firstExit(nodes):
-		fmt.Fprintf(errw, "an agent exited (%v); see its log in %s; stopping\n", err, dir)
+	// An agent that dies (say, kill -9 to watch a failover) is reported;
+	// the others carry on.
+	exits := nodeExits(nodes)
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case nd := <-exits:
+			fmt.Fprintf(errw, "agent %s exited; the others carry on (a majority keeps the cluster available).\n"+
+				"  restart it: %s\n  log: %s\n", nd.id, strings.Join(nd.cmd.Args, " "), nd.log)
+		}
 	}
 	fmt.Fprintln(out, "\nstopping: draining the demo worker, then the agents")
 	if wk != nil {
@@ -147,13 +156,14 @@ func runDev(c *cli.Context) error {
 	return nil
 }
 
-func firstExit(nodes []*devNode) <-chan error {
-	ch := make(chan error, len(nodes))
+// nodeExits reports each agent that exits.
+func nodeExits(nodes []*devNode) <-chan *devNode {
+	ch := make(chan *devNode, len(nodes))
 	for _, nd := range nodes {
 		go func(nd *devNode) {
 			err := <-nd.exited
 			nd.exited <- err // keep it for stopNodes
-			ch <- fmt.Errorf("%s: %v", nd.id, err)
+			ch <- nd
 		}(nd)
 	}
 	return ch

@@ -1,0 +1,42 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigFileDurationsAndUnknownKeys(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(p, []byte("node_id: n1\ndata_dir: /tmp/x\nshutdown_timeout: 5s\nraft_heartbeat_timeout: 300ms\n"), 0o600)
+	c, err := LoadConfigFile(p)
+	if err != nil || c.ShutdownTimeout != 5*time.Second || c.HeartbeatTimeout != 300*time.Millisecond || c.NodeID != "n1" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	os.WriteFile(p, []byte("node_id: n1\nraft_adress: x\n"), 0o600)
+	if _, err := LoadConfigFile(p); err == nil || !strings.Contains(err.Error(), "raft_adress") {
+		t.Fatalf("unknown key accepted: %v", err)
+	}
+	// Flags (over) win over the file.
+	merged := Config{NodeID: "file", DataDir: "/d"}.Merge(Config{NodeID: "flag"})
+	if merged.NodeID != "flag" || merged.DataDir != "/d" {
+		t.Fatalf("merge: %+v", merged)
+	}
+}
+
+func TestNormalizeListsEveryProblem(t *testing.T) {
+	c := Config{RaftAddr: "nonsense", Peers: "n1", LogLevel: "loud"}
+	err := c.Normalize()
+	for _, want := range []string{"--node-id", "--data-dir", "--raft-addr", "--peers", "--log-level"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("missing %s in %v", want, err)
+		}
+	}
+	c = Config{NodeID: "n1", DataDir: "/d", RaftAddr: "0.0.0.0:7001", RaftAdvertise: "10.0.0.5:7001", ForwardAddr: "0.0.0.0:9999"}
+	if err := c.Normalize(); err != nil || c.ForwardAdvertise != "10.0.0.5:9999" || c.Socket != "/d/flowd.sock" {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
