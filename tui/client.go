@@ -1,0 +1,376 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+// Client is the part of the flowd protocol the TUI calls: a subset of
+// *rpc.Client's methods. Commands capture a Client value and call it from
+// their own goroutine, so implementations must be safe for concurrent use.
+type Client interface {
+	ListRuns(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error)
+	GetRun(ctx context.Context, id string) (*rpc.Run, error)
+	GetTask(ctx context.Context, id string) (*rpc.Task, error)
+	RunVerb(ctx context.Context, method, id, reason string) (*rpc.ChangedResult, error)
+	Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error)
+	Queues(ctx context.Context) (*rpc.QueueListResult, error)
+	QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error)
+	Workers(ctx context.Context) (*rpc.WorkersResult, error)
+	Status(ctx context.Context) (*rpc.ClusterStatus, error)
+	Stats(ctx context.Context) (*rpc.ClusterStats, error)
+	Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
+}
+
+var _ Client = (*rpc.Client)(nil)
+
+// NodeStatus is one endpoint's answer to cluster.status.
+type NodeStatus struct {
+	Endpoint string
+	Status   *rpc.ClusterStatus // nil when the endpoint did not answer
+	Err      error
+	RTT      time.Duration
+}
+
+// Prober asks every endpoint of --addr for its own view of the cluster
+// (the header's peers-up count and the cluster screen).
+type Prober interface {
+	Probe(ctx context.Context) []NodeStatus
+}
+
+// Messages of the connection manager.
+
+type connState int
+
+const (
+	connConnecting connState = iota // first dial in progress
+	connLive                        // subscribed; events flow
+	connDown                        // lost; waiting to retry (RetryAt)
+)
+
+// connMsg reports a change of the live connection.
+type connMsg struct {
+	State    connState
+	Endpoint string
+	Node     string    // node id (agent.hello) of Endpoint
+	Err      error     // why the connection is down
+	Since    time.Time // when it went down
+	RetryAt  time.Time // next attempt
+}
+
+// eventsMsg is a batch of events from the subscription (at most one batch
+// per batchEvery). Resync means events may have been missed: refetch.
+type eventsMsg struct {
+	Events []rpc.Event
+	Resync bool
+}
+
+// Live is the connection manager: one connection at a time to one of the
+// endpoints, carrying the events.subscribe stream, with failover to the
+// next endpoint after a visible countdown. It also serves the Client and
+// Prober interfaces: calls go to the endpoint the stream is on (each
+// endpoint has its own single-endpoint *rpc.Client), so everything on
+// screen comes from the node named in the header.
+//
+// Concurrency: Run owns the watch connection; the notification callback
+// (on the connection's goroutine) appends to buf under mu; the pump
+// goroutine drains buf into the program. Client methods only read cur.
+type Live struct {
+	endpoints []string
+	clients   []*rpc.Client
+	cur       atomic.Int64
+	log       *slog.Logger
+
+	// ReconnectDelay is the countdown after a lost connection (default 2s);
+	// BatchEvery bounds how often events reach the program (100ms).
+	ReconnectDelay, BatchEvery time.Duration
+
+	// dial opens the watch connection (rpc.Dial; tests use in-memory pipes).
+	dial func(ctx context.Context, endpoint string, opts rpc.ConnOptions) (*rpc.Conn, error)
+
+	mu      sync.Mutex
+	seen    bool
+	lastIdx uint64
+	lastSeq uint32
+	buf     []rpc.Event
+	resync  bool
+	sig     chan struct{}
+	lost    chan struct{} // events.lost on the current connection
+}
+
+// maxBuffered bounds events waiting for the program; beyond it the oldest
+// are dropped and the screens resync.
+const maxBuffered = 20000
+
+// NewLive returns a manager for endpoints (see rpc.ParseEndpoint).
+func NewLive(endpoints []string, log *slog.Logger) (*Live, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("tui: no endpoints")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Live{endpoints: endpoints, log: log, ReconnectDelay: 2 * time.Second, BatchEvery: 100 * time.Millisecond,
+		sig: make(chan struct{}, 1), dial: rpc.Dial}
+	for _, ep := range endpoints {
+		c, err := rpc.NewClient([]string{ep}, rpc.ClientOptions{MaxAttempts: 2, DialTimeout: time.Second,
+			BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, Logger: log})
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.clients = append(l.clients, c)
+	}
+	return l, nil
+}
+
+// Close closes every client.
+func (l *Live) Close() {
+	for _, c := range l.clients {
+		c.Close()
+	}
+}
+
+func (l *Live) c() *rpc.Client { return l.clients[l.cur.Load()] }
+
+// Client methods: the current endpoint's client.
+
+func (l *Live) ListRuns(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
+	return l.c().ListRuns(ctx, p)
+}
+func (l *Live) GetRun(ctx context.Context, id string) (*rpc.Run, error) { return l.c().GetRun(ctx, id) }
+func (l *Live) GetTask(ctx context.Context, id string) (*rpc.Task, error) {
+	return l.c().GetTask(ctx, id)
+}
+func (l *Live) RunVerb(ctx context.Context, method, id, reason string) (*rpc.ChangedResult, error) {
+	return l.c().RunVerb(ctx, method, id, reason)
+}
+func (l *Live) Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
+	return l.c().Replay(ctx, p)
+}
+func (l *Live) Queues(ctx context.Context) (*rpc.QueueListResult, error) { return l.c().Queues(ctx) }
+func (l *Live) QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {
+	return l.c().QueuePause(ctx, name, runID, pause)
+}
+func (l *Live) Workers(ctx context.Context) (*rpc.WorkersResult, error) { return l.c().Workers(ctx) }
+func (l *Live) Status(ctx context.Context) (*rpc.ClusterStatus, error)  { return l.c().Status(ctx) }
+func (l *Live) Stats(ctx context.Context) (*rpc.ClusterStats, error)    { return l.c().Stats(ctx) }
+func (l *Live) Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
+	return l.c().Events(ctx, p)
+}
+
+// Probe asks every endpoint for cluster.status in parallel.
+func (l *Live) Probe(ctx context.Context) []NodeStatus {
+	out := make([]NodeStatus, len(l.endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range l.endpoints {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			defer cancel()
+			t0 := time.Now()
+			st, err := l.clients[i].Status(pctx)
+			out[i] = NodeStatus{Endpoint: ep, Err: err, RTT: time.Since(t0)}
+			if err == nil {
+				out[i].Status = st
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Run keeps a subscription alive until ctx ends, reporting connMsg and
+// eventsMsg through send (tea.Program.Send). After a lost connection it
+// counts down ReconnectDelay, then tries the next endpoint; when a whole
+// round of endpoints fails it backs off (up to 10s) with a countdown.
+func (l *Live) Run(ctx context.Context, send func(tea.Msg)) {
+	go l.pump(ctx, send)
+	i, fails := 0, 0
+	for ctx.Err() == nil {
+		ep := l.endpoints[i]
+		send(connMsg{State: connConnecting, Endpoint: ep})
+		conn, node, err := l.connect(ctx, ep)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			fails++
+			d := 200 * time.Millisecond
+			if fails%len(l.endpoints) == 0 {
+				d = min(10*time.Second, time.Second<<min(fails/len(l.endpoints)-1, 4))
+			}
+			now := time.Now()
+			send(connMsg{State: connDown, Endpoint: ep, Err: err, Since: now, RetryAt: now.Add(d)})
+			l.log.Debug("tui: connect failed", "endpoint", ep, "err", err)
+			sleepCtx(ctx, d)
+			i = (i + 1) % len(l.endpoints)
+			continue
+		}
+		fails = 0
+		l.cur.Store(int64(i))
+		send(connMsg{State: connLive, Endpoint: ep, Node: node})
+		l.watch(ctx, conn)
+		conn.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		send(connMsg{State: connDown, Endpoint: ep, Node: node, Err: conn.Err(), Since: now, RetryAt: now.Add(l.ReconnectDelay)})
+		sleepCtx(ctx, l.ReconnectDelay)
+		i = (i + 1) % len(l.endpoints)
+	}
+}
+
+// watch blocks while conn is alive, re-subscribing if the stream fell
+// behind the retained window (events.lost).
+func (l *Live) watch(ctx context.Context, conn *rpc.Conn) {
+	for {
+		select {
+		case <-conn.Done():
+			return
+		case <-ctx.Done():
+			return
+		case <-l.lostCh():
+			l.mu.Lock()
+			l.seen, l.resync = false, true
+			l.mu.Unlock()
+			l.signal()
+			if err := l.subscribe(ctx, conn); err != nil {
+				conn.Close()
+				return
+			}
+		}
+	}
+}
+
+func (l *Live) lostCh() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// connect dials ep, says hello and subscribes.
+func (l *Live) connect(ctx context.Context, ep string) (*rpc.Conn, string, error) {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l.mu.Lock()
+	l.lost = make(chan struct{}, 1)
+	l.mu.Unlock()
+	conn, err := l.dial(dctx, ep, rpc.ConnOptions{Logger: l.log, OnNotify: l.onNotify})
+	if err != nil {
+		return nil, "", err
+	}
+	var hello rpc.HelloResult
+	if err := conn.Call(dctx, rpc.MethodHello, rpc.HelloParams{ProtocolVersion: rpc.ProtocolVersion, Client: "flowd-tui"}, &hello); err != nil {
+		conn.Close()
+		return nil, "", err
+	}
+	if hello.ProtocolVersion != rpc.ProtocolVersion {
+		conn.Close()
+		return nil, "", fmt.Errorf("agent %s speaks protocol %d, this TUI %d: upgrade the older side", hello.NodeID, hello.ProtocolVersion, rpc.ProtocolVersion)
+	}
+	if err := l.subscribe(dctx, conn); err != nil {
+		conn.Close()
+		return nil, "", err
+	}
+	return conn, hello.NodeID, nil
+}
+
+// subscribe starts the stream where the last one stopped: from the last
+// index seen (not +1: an index may carry several events, told apart by
+// seq; duplicates are dropped in onNotify). If that index is no longer
+// retained, it starts from now and flags a resync.
+func (l *Live) subscribe(ctx context.Context, conn *rpc.Conn) error {
+	l.mu.Lock()
+	p := rpc.SubscribeParams{}
+	if l.seen {
+		p.FromIndex = l.lastIdx
+	}
+	l.mu.Unlock()
+	var res rpc.SubscribeResult
+	err := conn.Call(ctx, rpc.MethodEventsSub, p, &res)
+	var pe *rpc.Error
+	if p.FromIndex > 0 && errors.As(err, &pe) && pe.Code == rpc.CodeNotFound {
+		l.mu.Lock()
+		l.seen, l.resync = false, true
+		l.mu.Unlock()
+		l.signal()
+		err = conn.Call(ctx, rpc.MethodEventsSub, rpc.SubscribeParams{}, &res)
+	}
+	return err
+}
+
+// onNotify runs on the connection's goroutine: dedupe, buffer, signal.
+func (l *Live) onNotify(method string, params json.RawMessage) {
+	switch method {
+	case rpc.NotifyEvent:
+		var ev rpc.Event
+		if json.Unmarshal(params, &ev) != nil {
+			return
+		}
+		l.mu.Lock()
+		if l.seen && (ev.Index < l.lastIdx || (ev.Index == l.lastIdx && ev.Seq <= l.lastSeq)) {
+			l.mu.Unlock()
+			return
+		}
+		l.seen, l.lastIdx, l.lastSeq = true, ev.Index, ev.Seq
+		l.buf = append(l.buf, ev)
+		if len(l.buf) > maxBuffered {
+			l.buf = append(l.buf[:0], l.buf[len(l.buf)-maxBuffered/2:]...)
+			l.resync = true
+		}
+		l.mu.Unlock()
+		l.signal()
+	case "events.lost":
+		select {
+		case l.lostCh() <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *Live) signal() {
+	select {
+	case l.sig <- struct{}{}:
+	default:
+	}
+}
+
+// pump hands buffered events to the program, at most one batch per
+// BatchEvery: this is what bounds redraws under a busy stream.
+func (l *Live) pump(ctx context.Context, send func(tea.Msg)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.sig:
+		}
+		l.mu.Lock()
+		msg := eventsMsg{Events: l.buf, Resync: l.resync}
+		l.buf, l.resync = nil, false
+		l.mu.Unlock()
+		if len(msg.Events) > 0 || msg.Resync {
+			send(msg)
+		}
+		sleepCtx(ctx, l.BatchEvery)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

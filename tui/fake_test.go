@@ -1,0 +1,309 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// fakeClient serves fixed data with deterministic times, like the agent
+// would (run.list pages newest first with a cursor, counts per state).
+
+var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// fixedNow is the tests' clock: ten minutes after t0.
+func fixedNow() time.Time { return t0.Add(10 * time.Minute) }
+
+var testEndpoints = []string{"unix:///tmp/flowd/n1.sock", "unix:///tmp/flowd/n2.sock", "unix:///tmp/flowd/n3.sock"}
+
+type fakeClient struct {
+	mu      sync.Mutex
+	runs    []rpc.Run // newest first (descending id)
+	tasks   map[string][]rpc.Task
+	queues  rpc.QueueListResult
+	workers []rpc.Worker
+	events  []rpc.Event
+	status  []*rpc.ClusterStatus // per endpoint; nil = unreachable
+	calls   []string
+	listN   int
+}
+
+func runID(i int) string { return fmt.Sprintf("0197a0b1-%04x-7000-8000-%012x", i, 0xabc000+i) }
+
+func newFake() *fakeClient {
+	f := &fakeClient{tasks: map[string][]rpc.Task{}}
+	workflows := []string{"etl", "billing", "report", "etl", "saga"}
+	states := []domain.RunState{domain.RunRunning, domain.RunSucceeded, domain.RunFailed, domain.RunPending,
+		domain.RunInterrupted, domain.RunSucceeded, domain.RunCancelled, domain.RunReverted, domain.RunRunning, domain.RunSucceeded}
+	for i := 12; i >= 1; i-- {
+		st := states[(12-i)%len(states)]
+		r := rpc.Run{ID: runID(i), Workflow: workflows[i%len(workflows)], State: st,
+			CreatedAt: t0.Add(time.Duration(i) * 30 * time.Second), TaskCount: 4,
+			Labels: map[string]string{"env": []string{"prod", "staging"}[i%2]}}
+		if st != domain.RunPending {
+			r.StartedAt = r.CreatedAt.Add(time.Second)
+		}
+		switch st {
+		case domain.RunSucceeded:
+			r.Done, r.FinishedAt = 4, r.StartedAt.Add(time.Duration(i)*7*time.Second)
+		case domain.RunFailed, domain.RunCancelled, domain.RunReverted:
+			r.Done, r.FinishedAt, r.Reason = 3, r.StartedAt.Add(42*time.Second), "task load failed: connection refused"
+		case domain.RunRunning, domain.RunInterrupted:
+			r.Done = 2
+		}
+		f.runs = append(f.runs, r)
+	}
+	// The first run (newest, running) gets a full task graph.
+	r := &f.runs[0]
+	r.Input = json.RawMessage(`{"source":"s3://bucket/day=2025-06-01","rows":1200,"dry_run":false,"tags":["a","b"]}`)
+	r.Labels = map[string]string{"env": "prod", "team": "data"}
+	r.TaskCount, r.Done = 6, 3
+	mk := func(key, typ string, st domain.TaskState, deps ...string) rpc.Task {
+		t := rpc.Task{ID: r.ID + "/" + key, RunID: r.ID, Key: key, Type: typ, Queue: "default", State: st, Deps: deps,
+			MaxAttempts: 3, Input: json.RawMessage(`{"key":"` + key + `"}`)}
+		if st != domain.TaskPending && st != domain.TaskReady {
+			t.Attempt, t.StartedAt = 1, r.StartedAt.Add(2*time.Second)
+		}
+		if st == domain.TaskSucceeded {
+			t.FinishedAt = t.StartedAt.Add(20 * time.Second)
+			t.Result = json.RawMessage(`{"rows":1200,"file":"` + key + `.parquet"}`)
+			t.FencingToken = 40
+			t.Attempts = []rpc.Attempt{{N: 1, Worker: "w1", FencingToken: 40, ClaimedAt: t.StartedAt, EndedAt: t.FinishedAt, Outcome: "succeeded"}}
+		}
+		return t
+	}
+	extract := mk("extract", "echo", domain.TaskSucceeded)
+	clean := mk("clean", "echo", domain.TaskSucceeded, "extract")
+	enrich := mk("enrich", "sleep", domain.TaskSucceeded, "extract")
+	load := mk("load", "flaky", domain.TaskRunning, "clean", "enrich")
+	load.Attempt, load.FencingToken, load.LeaseOwner = 2, 57, "worker-a"
+	load.LeaseExpiresAt = fixedNow().Add(25 * time.Second)
+	load.Error = "connection refused"
+	load.Attempts = []rpc.Attempt{
+		{N: 1, Worker: "worker-b", FencingToken: 51, ClaimedAt: t0.Add(5 * time.Minute), EndedAt: t0.Add(5*time.Minute + 9*time.Second),
+			Outcome: "failed", Error: "connection refused"},
+		{N: 2, Worker: "worker-a", FencingToken: 57, ClaimedAt: t0.Add(9 * time.Minute), Outcome: "running"},
+	}
+	report := mk("report", "echo", domain.TaskPending, "load")
+	notify := mk("notify", "echo", domain.TaskPending, "extract", "report")
+	f.tasks[r.ID] = []rpc.Task{extract, clean, enrich, load, report, notify}
+
+	f.queues = rpc.QueueListResult{Queues: []rpc.Queue{
+		{Name: "default", Ready: 4, Running: 2, Concurrency: 8, OldestReadyMS: 12500, Types: map[string]int{"echo": 3, "flaky": 1},
+			Breakers: []rpc.Breaker{{Type: "echo", State: "closed"}, {Type: "flaky", State: "open", Failures: 5, OpenedAt: t0.Add(8 * time.Minute)}}},
+		{Name: "emails", Ready: 0, Running: 0, Paused: true, Breakers: []rpc.Breaker{}},
+		{Name: "reports", Ready: 12, Running: 1, Concurrency: 1, OldestReadyMS: 95000, Types: map[string]int{"sleep": 12},
+			Breakers: []rpc.Breaker{{Type: "sleep", State: "half_open", Failures: 2}}},
+	}}
+	f.workers = []rpc.Worker{
+		{ID: "worker-a", Queues: []string{"default"}, Types: []string{"echo", "flaky"}, InFlight: 2, LastSeen: fixedNow().Add(-time.Second),
+			LastHeartbeat: fixedNow().Add(-3 * time.Second), Node: "n1"},
+		{ID: "worker-b", Queues: []string{"default", "reports"}, Types: []string{"sleep"}, Waiting: true, LastSeen: fixedNow().Add(-2 * time.Second), Node: "n1"},
+		{ID: "worker-c", Queues: []string{"emails"}, LastSeen: fixedNow().Add(-70 * time.Second), Node: "n1"},
+	}
+	at := t0.Add(9 * time.Minute)
+	f.events = []rpc.Event{
+		{Index: 1000, Kind: "run", RunID: r.ID, Transition: "created", To: "pending", At: at},
+		{Index: 1001, Kind: "run", RunID: r.ID, Transition: "start", From: "pending", To: "running", At: at.Add(time.Second)},
+		{Index: 1002, Kind: "task", RunID: r.ID, TaskKey: "extract", Transition: "claim", From: "ready", To: "running", Worker: "w1", Queue: "default", Type: "echo", Attempt: 1, At: at.Add(2 * time.Second)},
+		{Index: 1003, Kind: "task", RunID: r.ID, TaskKey: "extract", Transition: "succeed", From: "running", To: "succeeded", Queue: "default", Type: "echo", Attempt: 1, At: at.Add(3 * time.Second)},
+		{Index: 1004, Kind: "breaker", Name: "flaky", Type: "flaky", Transition: "open", From: "closed", To: "open", At: at.Add(4 * time.Second)},
+		{Index: 1005, Seq: 1, Kind: "task", RunID: r.ID, TaskKey: "load", Transition: "fail", From: "running", To: "retrying", Error: "connection refused", Queue: "default", Type: "flaky", Attempt: 1, At: at.Add(5 * time.Second)},
+		{Index: 1006, Kind: "queue", Name: "emails", Queue: "emails", Transition: "pause", At: at.Add(6 * time.Second)},
+	}
+	for i := range 3 {
+		id := fmt.Sprintf("n%d", i+1)
+		state := "follower"
+		if i == 0 {
+			state = "leader"
+		}
+		f.status = append(f.status, &rpc.ClusterStatus{NodeID: id, LeaderID: "n1", State: state, Term: 3, CommitIndex: 1042,
+			AppliedIndex: uint64(1042 - i), LastContact: []string{"0s", "12ms", "15ms"}[i], Version: "v0.9.0",
+			Peers: []rpc.Peer{{ID: "n1", Address: "127.0.0.1:7001", Suffrage: "Voter", State: "leader"},
+				{ID: "n2", Address: "127.0.0.1:7002", Suffrage: "Voter", State: "follower"},
+				{ID: "n3", Address: "127.0.0.1:7003", Suffrage: "Voter", State: "follower"}}})
+	}
+	return f
+}
+
+func (f *fakeClient) counts() map[string]int {
+	out := map[string]int{}
+	for _, s := range domain.RunStates {
+		out[string(s)] = 0
+	}
+	for _, r := range f.runs {
+		out[string(r.State)]++
+	}
+	return out
+}
+
+func (f *fakeClient) ListRuns(_ context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listN++
+	limit := p.Limit
+	if limit <= 0 || limit > 1000 {
+		limit = 100
+	}
+	res := &rpc.ListResult{Counts: f.counts(), Runs: []rpc.Run{}}
+	i := 0
+	if p.Cursor != "" {
+		i = sort.Search(len(f.runs), func(j int) bool { return f.runs[j].ID < p.Cursor })
+	}
+	for ; i < len(f.runs); i++ {
+		r := f.runs[i]
+		if p.State != "" && r.State != p.State {
+			continue
+		}
+		if len(res.Runs) == limit {
+			res.NextCursor = res.Runs[len(res.Runs)-1].ID
+			break
+		}
+		r.Tasks = nil
+		res.Runs = append(res.Runs, r)
+	}
+	return res, nil
+}
+
+func (f *fakeClient) find(id string) (*rpc.Run, error) {
+	for i := range f.runs {
+		if f.runs[i].ID == id || strings.HasSuffix(f.runs[i].ID, id) {
+			return &f.runs[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no run matches %q", domain.ErrNotFound, id)
+}
+
+func (f *fakeClient) GetRun(_ context.Context, id string) (*rpc.Run, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, err := f.find(id)
+	if err != nil {
+		return nil, err
+	}
+	out := *r
+	out.Tasks = slices.Clone(f.tasks[r.ID])
+	return &out, nil
+}
+
+func (f *fakeClient) GetTask(_ context.Context, id string) (*rpc.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rid, key, _ := strings.Cut(id, "/")
+	r, err := f.find(rid)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range f.tasks[r.ID] {
+		if t.Key == key {
+			return &t, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: task %s", domain.ErrNotFound, id)
+}
+
+func (f *fakeClient) RunVerb(_ context.Context, method, id, _ string) (*rpc.ChangedResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, method+" "+id)
+	r, err := f.find(id)
+	if err != nil {
+		return nil, err
+	}
+	if method == rpc.MethodRunCancel {
+		r.State = domain.RunCancelled
+	}
+	return &rpc.ChangedResult{Changed: true, Index: 2000}, nil
+}
+
+func (f *fakeClient) Replay(_ context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "replay "+p.ID)
+	return &rpc.SubmitResult{ID: p.NewID, Created: true}, nil
+}
+
+func (f *fakeClient) Queues(context.Context) (*rpc.QueueListResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.queues
+	return &q, nil
+}
+
+func (f *fakeClient) QueuePause(_ context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("pause %s %v", name, pause))
+	return &rpc.ChangedResult{Changed: true}, nil
+}
+
+func (f *fakeClient) Workers(context.Context) (*rpc.WorkersResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &rpc.WorkersResult{Workers: slices.Clone(f.workers)}, nil
+}
+
+func (f *fakeClient) Status(context.Context) (*rpc.ClusterStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := *f.status[0]
+	return &s, nil
+}
+
+func (f *fakeClient) Stats(context.Context) (*rpc.ClusterStats, error) {
+	return &rpc.ClusterStats{TasksPerSecond: 2.5, Running: 3, TasksDone: 420, LeaseExpiries: 2, AppliedIndex: 1042}, nil
+}
+
+func (f *fakeClient) Events(_ context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []rpc.Event
+	for _, e := range f.events {
+		if e.Index >= p.FromIndex && (p.RunID == "" || strings.HasSuffix(e.RunID, p.RunID)) {
+			out = append(out, e)
+		}
+	}
+	return &rpc.EventsListResult{Events: out, OldestIndex: 1}, nil
+}
+
+// Probe implements Prober: fixed statuses, fixed round-trip times.
+func (f *fakeClient) Probe(context.Context) []NodeStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]NodeStatus, len(testEndpoints))
+	for i, ep := range testEndpoints {
+		out[i] = NodeStatus{Endpoint: ep, RTT: time.Duration(i+1) * 300 * time.Microsecond}
+		if s := f.status[i]; s != nil {
+			c := *s
+			out[i].Status = &c
+		} else {
+			out[i].Err = errors.New("connection to " + ep + " failed: connection refused")
+		}
+	}
+	return out
+}
+
+func (f *fakeClient) setRunState(id string, st domain.RunState, done int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, _ := f.find(id)
+	r.State, r.Done = st, done
+	if st.Final() {
+		r.FinishedAt = fixedNow()
+	}
+}
+
+func (f *fakeClient) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}

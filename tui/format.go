@@ -1,0 +1,201 @@
+package tui
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// Formatting helpers: ids, times, durations, fitting text into cells.
+
+// shortIDLen is the CLI's short run id: the last 12 hex digits of a UUIDv7
+// (its random tail; the leading digits are a timestamp).
+const shortIDLen = 12
+
+func shortID(id string) string {
+	if len(id) <= shortIDLen {
+		return id
+	}
+	return id[len(id)-shortIDLen:]
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// human formats a duration compactly: 850ms, 4.2s, 3m12s, 2h05m, 3d04h.
+func human(d time.Duration) string {
+	if d < 0 {
+		d = -d
+	}
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// ago is a relative age ("3m12s ago"), "-" for the zero time.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + human(d)
+	}
+	return human(d) + " ago"
+}
+
+// clock is a time of day in UTC, "-" for the zero time.
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05")
+}
+
+// stamp is the time of day with its age: "12:03:04 (3m ago)".
+func stamp(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return clock(t) + " (" + ago(now, t) + ")"
+}
+
+// span is the duration between two times; an unfinished span runs to now.
+func span(now, from, to time.Time) string {
+	if from.IsZero() {
+		return "-"
+	}
+	if to.IsZero() {
+		to = now
+	}
+	return human(to.Sub(from))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine squeezes s onto one line of at most n cells.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return fit(s, n)
+}
+
+// width is the display width of a (possibly styled) string. Plain ASCII
+// is its length; other strings (glyphs, colours) are measured once and
+// cached: table cells repeat ("● running"), and measuring graphemes is the
+// most expensive part of drawing a frame.
+func width(s string) int {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 || s[i] == 0x1b {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return len(s)
+	}
+	widths.Lock()
+	defer widths.Unlock()
+	if w, ok := widths.m[s]; ok {
+		return w
+	}
+	w := ansi.StringWidth(s)
+	if len(widths.m) > 20000 {
+		clear(widths.m)
+	}
+	widths.m[s] = w
+	return w
+}
+
+var widths = struct {
+	sync.Mutex
+	m map[string]int
+}{m: map[string]int{}}
+
+// fit truncates a (possibly styled) string to n cells with an ellipsis.
+func fit(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if width(s) <= n {
+		return s
+	}
+	return ansi.Truncate(s, n, "…")
+}
+
+// pad fits s into exactly n cells (left aligned).
+func pad(s string, n int) string {
+	s = fit(s, n)
+	if w := width(s); w < n {
+		s += spaces(n - w)
+	}
+	return s
+}
+
+// padLeft fits s into exactly n cells, right aligned.
+func padLeft(s string, n int) string {
+	s = fit(s, n)
+	if w := width(s); w < n {
+		s = spaces(n-w) + s
+	}
+	return s
+}
+
+const blanks = "                                                                                                                                "
+
+func spaces(n int) string {
+	if n <= len(blanks) {
+		return blanks[:n]
+	}
+	return strings.Repeat(" ", n)
+}
+
+// labels renders a label map sorted by key: "env=prod team=data".
+func labels(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + m[k])
+	}
+	return b.String()
+}
+
+// fill pads or cuts a block to exactly h lines of width w.
+func fill(block string, w, h int) string {
+	lines := strings.Split(block, "\n")
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		lines[i] = pad(l, w)
+	}
+	for len(lines) < h {
+		lines = append(lines, strings.Repeat(" ", w))
+	}
+	return strings.Join(lines, "\n")
+}

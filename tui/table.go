@@ -1,0 +1,164 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// A small table renderer shared by every list. It renders only the visible
+// rows (cost independent of the list length) and marks the selected row
+// with the `›` cursor, which survives NO_COLOR.
+
+// column describes one table column.
+type column struct {
+	Title string
+	Width int // fixed width; 0 = flexible
+	Flex  int // share of the width left after fixed columns (default 1)
+	Min   int // minimum width of a flexible column
+	Right bool
+}
+
+// layout resolves flexible column widths for a table total cells wide
+// (the cursor gutter of 2 cells and one space between columns included).
+func layout(cols []column, total int) []int {
+	w := make([]int, len(cols))
+	left := total - 2 - (len(cols) - 1)
+	flex := 0
+	for i, c := range cols {
+		if c.Width > 0 {
+			w[i] = c.Width
+			left -= c.Width
+		} else {
+			flex += max(c.Flex, 1)
+		}
+	}
+	left = max(left, 0)
+	for i, c := range cols {
+		if c.Width == 0 {
+			w[i] = max(c.Min, left*max(c.Flex, 1)/max(flex, 1))
+		}
+	}
+	return w
+}
+
+// listNav is the cursor and scroll offset of a list of n rows shown h rows
+// at a time.
+type listNav struct{ cursor, offset, n, h int }
+
+func (l *listNav) set(n, h int) {
+	l.n, l.h = n, max(h, 1)
+	l.clamp()
+}
+
+func (l *listNav) clamp() {
+	l.cursor = max(0, min(l.cursor, l.n-1))
+	if l.cursor < l.offset {
+		l.offset = l.cursor
+	}
+	if l.cursor >= l.offset+l.h {
+		l.offset = l.cursor - l.h + 1
+	}
+	l.offset = max(0, min(l.offset, l.n-l.h))
+}
+
+func (l *listNav) move(d int) { l.cursor += d; l.clamp() }
+
+// to puts the cursor on row i.
+func (l *listNav) to(i int) { l.cursor = i; l.clamp() }
+
+// visible is the half-open range of rows on screen.
+func (l *listNav) visible() (int, int) { return l.offset, min(l.n, l.offset+l.h) }
+
+// key moves the cursor for a navigation key; it reports whether msg was one.
+func (l *listNav) key(k *KeyMap, msg tea.KeyMsg) bool {
+	switch {
+	case key.Matches(msg, k.Up):
+		l.move(-1)
+	case key.Matches(msg, k.Down):
+		l.move(1)
+	case key.Matches(msg, k.PageUp):
+		l.move(-l.h)
+	case key.Matches(msg, k.PageDown):
+		l.move(l.h)
+	case key.Matches(msg, k.Top):
+		l.to(0)
+	case key.Matches(msg, k.Bottom):
+		l.to(l.n - 1)
+	default:
+		return false
+	}
+	return true
+}
+
+// table renders a header and the visible rows of a list.
+type table struct {
+	st     *Styles
+	cols   []column
+	widths []int
+	width  int
+}
+
+func newTable(st *Styles, cols []column, width int) table {
+	return table{st: st, cols: cols, widths: layout(cols, width), width: width}
+}
+
+// header renders the column titles.
+func (t table) header() string {
+	cells := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		cells[i] = c.Title
+	}
+	return t.st.ColHeader.Render(t.line("  ", cells))
+}
+
+// line joins cells fitted to their widths after a 2-cell gutter.
+func (t table) line(gutter string, cells []string) string {
+	var b strings.Builder
+	b.WriteString(gutter)
+	for i, w := range t.widths {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		c := ""
+		if i < len(cells) {
+			c = cells[i]
+		}
+		if t.cols[i].Right {
+			b.WriteString(padLeft(c, w))
+		} else {
+			b.WriteString(pad(c, w))
+		}
+	}
+	return fit(b.String(), t.width)
+}
+
+// row renders one row; the selected one gets the cursor and the selection
+// style (its colours are dropped so the highlight reads as one bar).
+func (t table) row(cells []string, selected bool) string {
+	if !selected {
+		return t.line("  ", cells)
+	}
+	l := t.line(t.st.Cursor+" ", cells)
+	return t.st.Selected.Render(ansi.Strip(l))
+}
+
+// render draws the header and rows [from, to) of a list; cells returns one
+// row's cells. Blank lines fill up to h lines (header included).
+func (t table) render(nav listNav, h int, empty string, cells func(i int) []string) string {
+	lines := make([]string, 0, h)
+	lines = append(lines, t.header())
+	from, to := nav.visible()
+	for i := from; i < to && len(lines) < h; i++ {
+		lines = append(lines, t.row(cells(i), i == nav.cursor))
+	}
+	if nav.n == 0 && empty != "" {
+		lines = append(lines, "  "+t.st.Subtle.Render(empty))
+	}
+	for len(lines) < h {
+		lines = append(lines, "")
+	}
+	return strings.Join(lines, "\n")
+}
