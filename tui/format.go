@@ -1,7 +1,7 @@
 package tui
 
 import (
-	"fmt"
+	"github.com/flowd/flowd/internal/display"
 	"maps"
 	"slices"
 	"strconv"
@@ -14,50 +14,16 @@ import (
 
 // Formatting helpers: ids, times, durations, fitting text into cells.
 
-// shortIDLen is the CLI's short run id: the last 12 hex digits of a UUIDv7
-// (its random tail; the leading digits are a timestamp).
-const shortIDLen = 12
-
-func shortID(id string) string {
-	if len(id) <= shortIDLen {
-		return id
-	}
-	return id[len(id)-shortIDLen:]
-}
+// Ids, durations and ages are formatted as the CLI does (internal/display).
+var (
+	shortID = display.ShortID
+	human   = display.Human
+	ago     = display.Ago
+)
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func utoa(n uint64) string { return strconv.FormatUint(n, 10) }
-
-// human formats a duration compactly: 850ms, 4.2s, 3m12s, 2h05m, 3d04h.
-func human(d time.Duration) string {
-	if d < 0 {
-		d = -d
-	}
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
-// ago is a relative age ("3m12s ago"), "-" for the zero time.
-func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := now.Sub(t)
-	if d < 0 {
-		return "in " + human(d)
-	}
-	return human(d) + " ago"
-}
 
 // clock is a time of day in UTC, "-" for the zero time.
 func clock(t time.Time) string {

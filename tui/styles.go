@@ -1,43 +1,19 @@
 package tui
 
 import (
+	"github.com/flowd/flowd/internal/display"
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 )
 
-// State glyphs, copied from cmd/flowd/glyphs.go (package main cannot be
-// imported): every state is shown as glyph + word, so it stays readable
-// without colour.
-var stateGlyphs = map[string]string{
-	"pending":     "○",
-	"ready":       "◌",
-	"running":     "●",
-	"retrying":    "…",
-	"succeeded":   "✓",
-	"failed":      "✗",
-	"cancelled":   "⊘",
-	"interrupted": "‖",
-	"reverting":   "↺",
-	"reverted":    "⟲",
-}
-
-// stateGlyph returns the glyph of a run or task state ("?" if unknown).
-func stateGlyph(state string) string {
-	if g, ok := stateGlyphs[state]; ok {
-		return g
-	}
-	return "?"
-}
-
-// stateLabel is the glyph and the word: "✓ succeeded".
-func stateLabel(state string) string {
-	if state == "" {
-		return "-"
-	}
-	return stateGlyph(state) + " " + state
-}
+// State glyphs and labels are shared with the CLI (internal/display):
+// every state is shown as glyph + word, readable without colour.
+var (
+	stateGlyph = display.Glyph
+	stateLabel = display.Label
+)
 
 // stateColor is the ANSI colour of a state (the CLI's palette).
 func stateColor(state string) lipgloss.Color {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flowd/flowd/internal/display"
 	"io"
 	"log/slog"
 	"os"
@@ -272,18 +273,18 @@ func needArgs(cCtx *cli.Context, min, max int, usage string) error {
 
 // --- ids ---
 
-// ShortIDLen is the length of a short run id: the last 12 hex digits of a
-// UUIDv7, its random tail (the leading digits are a timestamp that changes
-// only every ~65 s). Any unique part of an id is accepted as input.
-const ShortIDLen = 12
+// ShortIDLen is the length of a short run id (display.ShortIDLen): the
+// random tail of a UUIDv7. Any unique part of an id is accepted as input.
+const ShortIDLen = display.ShortIDLen
 
-// shortID returns the short form of a run id.
-func shortID(id string) string {
-	if len(id) <= ShortIDLen {
-		return id
-	}
-	return id[len(id)-ShortIDLen:]
-}
+// shortID is a run's short id (see display.ShortID).
+var shortID = display.ShortID
+
+// human formats a duration compactly (see display.Human).
+var human = display.Human
+
+// ago is a relative age ("3m12s ago"), "-" for the zero time.
+func ago(t time.Time) string { return display.Ago(time.Now(), t) }
 
 // shortTaskID is "<short run>/<key>".
 func shortTaskID(runID, key string) string { return shortID(runID) + "/" + key }
@@ -350,38 +351,6 @@ func jsonArg(cCtx *cli.Context, name, v string) (json.RawMessage, error) {
 }
 
 // --- time ---
-
-// human formats a duration compactly: 850ms, 4.2s, 3m12s, 2h05m, 3d04h.
-func human(d time.Duration) string {
-	if d < 0 {
-		d = -d
-	}
-	switch {
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute && d%time.Second == 0:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Minute:
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
-// ago is a relative age ("3m12s ago"), "-" for the zero time.
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := time.Since(t)
-	if d < 0 {
-		return "in " + human(d)
-	}
-	return human(d) + " ago"
-}
 
 // stamp is a short RFC 3339 time in UTC with its age.
 func stamp(t time.Time) string {

@@ -1,46 +1,21 @@
 package main
 
 import (
+	"github.com/flowd/flowd/internal/display"
 	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
 )
 
-// State glyphs, shared by the CLI and (later) the TUI: every run and task
-// state is shown as a glyph followed by its word, so state stays readable
-// without colour (NO_COLOR) and in logs. The helpers depend on nothing but
-// the standard library so they can move to a shared package unchanged.
-
-// StateGlyphs maps a run or task state to its one-rune glyph.
-var StateGlyphs = map[string]string{
-	"pending":     "○",
-	"ready":       "◌",
-	"running":     "●",
-	"retrying":    "…",
-	"succeeded":   "✓",
-	"failed":      "✗",
-	"cancelled":   "⊘",
-	"interrupted": "‖",
-	"reverting":   "↺",
-	"reverted":    "⟲",
-}
+// State display: glyph + word from internal/display (shared with the TUI),
+// plus the CLI's own ANSI colouring.
 
 // StateGlyph returns the glyph of state ("?" if unknown).
-func StateGlyph(state string) string {
-	if g, ok := StateGlyphs[state]; ok {
-		return g
-	}
-	return "?"
-}
+var StateGlyph = display.Glyph
 
 // StateLabel is the glyph and the word: "✓ succeeded".
-func StateLabel(state string) string {
-	if state == "" {
-		return "-"
-	}
-	return StateGlyph(state) + " " + state
-}
+var StateLabel = display.Label
 
 // stateColor is the ANSI colour of a state. Every code is two digits so
 // coloured cells of one column all carry the same number of invisible bytes
