@@ -52,6 +52,9 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 	if out.Deps == nil {
 		out.Deps = []string{}
 	}
+	if n := len(t.Attempts); n > 0 {
+		out.Worker = t.Attempts[n-1].Worker
+	}
 	if t.Comp != nil {
 		out.Compensation = &rpc.Compensation{Phase: t.Comp.Phase, Attempt: t.Comp.Attempt, RetryAt: ms(t.Comp.RetryAt), Error: t.Comp.Error}
 	}

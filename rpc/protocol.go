@@ -139,20 +139,23 @@ type Task struct {
 	FencingToken   uint64           `json:"fencing_token"`
 	LeaseOwner     string           `json:"lease_owner,omitempty"`
 	LeaseExpiresAt time.Time        `json:"lease_expires_at,omitzero"`
-	ReadyAt        time.Time        `json:"ready_at,omitzero"`
-	RetryAt        time.Time        `json:"retry_at,omitzero"`
-	StartedAt      time.Time        `json:"started_at,omitzero"`
-	FinishedAt     time.Time        `json:"finished_at,omitzero"`
-	Priority       int32            `json:"priority,omitempty"`
-	RevertType     string           `json:"revert_type,omitempty"`
-	SpawnedBy      string           `json:"spawned_by,omitempty"`
-	Deps           []string         `json:"deps"`
-	Input          json.RawMessage  `json:"input,omitempty"`
-	Result         json.RawMessage  `json:"result,omitempty"`
-	Error          string           `json:"error,omitempty"`
-	Reused         bool             `json:"reused,omitempty"`
-	Compensation   *Compensation    `json:"compensation,omitempty"`
-	Attempts       []Attempt        `json:"attempts,omitempty"`
+	// Worker is the worker of the latest attempt (the lease owner while
+	// running, the last one to run it afterwards).
+	Worker       string          `json:"worker,omitempty"`
+	ReadyAt      time.Time       `json:"ready_at,omitzero"`
+	RetryAt      time.Time       `json:"retry_at,omitzero"`
+	StartedAt    time.Time       `json:"started_at,omitzero"`
+	FinishedAt   time.Time       `json:"finished_at,omitzero"`
+	Priority     int32           `json:"priority,omitempty"`
+	RevertType   string          `json:"revert_type,omitempty"`
+	SpawnedBy    string          `json:"spawned_by,omitempty"`
+	Deps         []string        `json:"deps"`
+	Input        json.RawMessage `json:"input,omitempty"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	Reused       bool            `json:"reused,omitempty"`
+	Compensation *Compensation   `json:"compensation,omitempty"`
+	Attempts     []Attempt       `json:"attempts,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.

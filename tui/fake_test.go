@@ -85,7 +85,7 @@ func newFake() *fakeClient {
 	clean := mk("clean", "echo", domain.TaskSucceeded, "extract")
 	enrich := mk("enrich", "sleep", domain.TaskSucceeded, "extract")
 	load := mk("load", "flaky", domain.TaskRunning, "clean", "enrich")
-	load.Attempt, load.FencingToken, load.LeaseOwner = 2, 57, "worker-a"
+	load.Attempt, load.FencingToken, load.LeaseOwner, load.Worker = 2, 57, "worker-a", "worker-a"
 	load.LeaseExpiresAt = fixedNow().Add(25 * time.Second)
 	load.Error = "connection refused"
 	load.Attempts = []rpc.Attempt{

@@ -507,7 +507,7 @@ func (m *runDetail) tasksView(h int) string {
 		if tk.Attempt > 0 {
 			attempt = itoa(tk.Attempt) + "/" + itoa(tk.MaxAttempts)
 		}
-		return []string{tk.Key, tk.Type, st.State(string(tk.State)), attempt, tk.Queue, dash(tk.LeaseOwner),
+		return []string{tk.Key, tk.Type, st.State(string(tk.State)), attempt, tk.Queue, dash(tk.Worker),
 			leaseLeft(now, tk), span(now, tk.StartedAt, tk.FinishedAt)}
 	})
 }
