@@ -11,7 +11,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN     := bin/flowd
 
 # Packages with concurrency run under the race detector.
-RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/...
+RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
 .PHONY: all build run test test-unit test-race test-e2e vet bench deps clean image
 
@@ -23,19 +23,25 @@ build:
 run: build
 	$(BIN) dev
 
-# Tools the tests drive from outside (socat for the one-shot protocol test).
+# Tools the tests drive from outside: socat (one-shot protocol calls), jq
+# (examples/scripts/submit.sh), tmux (the TUI end-to-end test).
+TOOLS := socat jq tmux
+
 deps:
-	@command -v socat >/dev/null 2>&1 || { \
-	  echo "installing socat (needed by the protocol tests)"; \
-	  if [ "$$(id -u)" = 0 ]; then apt-get install -y -q socat >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q socat >/dev/null); \
-	  else sudo apt-get install -y -q socat >/dev/null; fi; }
+	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing (used by the tests)"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get install -y -q $$missing >/dev/null 2>&1 || \
+	    { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q $$missing >/dev/null; }; \
+	fi
 
 vet:
 	$(GO) vet ./...
 
 test: deps vet build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
-	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E '/(fsm|cluster|rpc|daemon|worker)(/|$$)')
+	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/
