@@ -250,8 +250,15 @@ func (a *applier) safeDispatch(cmd Command) (res any) {
 	return res
 }
 
+// testApplyHook, when set by a test, runs before every command is applied
+// (to inject a bug and prove Apply survives it).
+var testApplyHook func(Command)
+
 // dispatch is the one switch from command to handler.
 func (a *applier) dispatch(cmd Command) any {
+	if testApplyHook != nil {
+		testApplyHook(cmd)
+	}
 	switch c := cmd.(type) {
 	case *Submit:
 		return a.applySubmit(c)
