@@ -22,8 +22,10 @@
 //     then reports io.EOF. Trade-off: after the peer's EOF the calls already
 //     received run to completion, bounded by their own timeouts, even if the
 //     peer has gone entirely (we cannot tell a half-close from a close
-//     without writing); a long poll such as task.claim may then lease tasks
-//     nobody will run, which the lease reaper recovers. Notifications pushed
+//     without writing). A handler that holds a long poll on the peer's
+//     behalf watches InputClosed and gives up: the daemon's task.claim does,
+//     so it never leases tasks to a worker that went away (a one-shot
+//     claim therefore does not wait). Notifications pushed
 //     after the last reply are not delivered: half-close means "answer what I
 //     asked, then goodbye". (socat itself gives up 0.5 s after its input
 //     ends unless run with -t SECONDS, e.g. for run.wait.)
