@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,4 +113,50 @@ func TestSubmitClaimCompleteThroughFollowers(t *testing.T) {
 		digests = append(digests, fmt.Sprintf("%d:%s", d.AppliedIndex, d.Digest))
 	}
 	_ = digests
+}
+
+func TestHTTPHealthAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	a, err := New(Config{NodeID: "h1", DataDir: filepath.Join(dir, "h1"), RaftAddr: raftAddr,
+		ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: filepath.Join(dir, "h1.sock"),
+		HTTPAddr: httpAddr, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.node.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A proposal makes raft emit its commit metrics.
+	if _, err := client(t, a).Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("healthz %d", code)
+	}
+	if code, body := get("/readyz"); code != 200 {
+		t.Fatalf("readyz %d %s", code, body)
+	}
+	code, body := get("/metrics")
+	if code != 200 {
+		t.Fatalf("metrics %d: %.300s", code, body)
+	}
+	for _, want := range []string{"flowd_cluster_state", "flowd_runs{state=\"running\"} 1", "flowd_rpc_requests_total", "flowd_raft_commitTime", "go_goroutines"} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("metrics lack %q", want)
+		}
+	}
 }

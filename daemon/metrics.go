@@ -82,12 +82,12 @@ func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Hand
 type stateCollector struct{ a *Agent }
 
 var (
-	descRaftState   = prometheus.NewDesc("flowd_raft_state", "1 for this node's raft state.", []string{"state"}, nil)
-	descTerm        = prometheus.NewDesc("flowd_raft_term", "Current raft term.", nil, nil)
-	descCommit      = prometheus.NewDesc("flowd_raft_commit_index", "Raft commit index.", nil, nil)
-	descApplied     = prometheus.NewDesc("flowd_raft_applied_index", "Index applied to the state machine.", nil, nil)
+	descRaftState   = prometheus.NewDesc("flowd_cluster_state", "1 for this node's raft state.", []string{"state"}, nil)
+	descTerm        = prometheus.NewDesc("flowd_cluster_term", "Current raft term.", nil, nil)
+	descCommit      = prometheus.NewDesc("flowd_cluster_commit_index", "Raft commit index.", nil, nil)
+	descApplied     = prometheus.NewDesc("flowd_cluster_applied_index", "Index applied to the state machine.", nil, nil)
 	descLeaderChg   = prometheus.NewDesc("flowd_leadership_gained_total", "Times this node became leader.", nil, nil)
-	descPeers       = prometheus.NewDesc("flowd_raft_peers", "Servers in the raft configuration.", nil, nil)
+	descPeers       = prometheus.NewDesc("flowd_cluster_peers", "Servers in the raft configuration.", nil, nil)
 	descRuns        = prometheus.NewDesc("flowd_runs", "Runs by state.", []string{"state"}, nil)
 	descQueueReady  = prometheus.NewDesc("flowd_queue_ready", "Dispatchable tasks per queue.", []string{"queue"}, nil)
 	descQueueRun    = prometheus.NewDesc("flowd_queue_running", "Running tasks per queue.", []string{"queue"}, nil)
