@@ -129,7 +129,7 @@ type Options struct {
 	// its queues, and fails (non-retryably) those it has no handler for.
 	// By default a worker claims only the types it registered.
 	AnyType bool
-	Logger     *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Worker runs registered handlers for claimed tasks.

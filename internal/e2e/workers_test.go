@@ -125,7 +125,9 @@ func task(t testing.TB, c *rpc.Client, id string) *rpc.Task {
 
 const longTask = `{"name":"long","tasks":[{"key":"work","type":"long","lease_ms":1000,"retry":{"max_attempts":3,"initial_backoff_ms":10},"input":{"seconds":%s}}]}`
 
-func longWF(seconds string) json.RawMessage { return json.RawMessage(strings.Replace(longTask, "%s", seconds, 1)) }
+func longWF(seconds string) json.RawMessage {
+	return json.RawMessage(strings.Replace(longTask, "%s", seconds, 1))
+}
 
 func TestWorkerSIGTERMFinishesTask(t *testing.T) {
 	c := startCluster(t, 3)
