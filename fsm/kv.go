@@ -88,16 +88,17 @@ func (o *overlay) Delete(key []byte) error {
 	return nil
 }
 
-// Scan merges the buffered writes with the base view.
+// Scan merges the buffered writes with the base view. The buffered side is
+// read lazily, a few items at a time, so a scan that stops early (a claim
+// taking the head of a list) costs little however much the batch wrote.
 func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
-	mine := o.collect(prefix, start, reverse)
+	mine := &ovIter{o: o, prefix: prefix, start: start, reverse: reverse}
 	before := func(a, b []byte) bool {
 		if reverse {
 			return bytes.Compare(a, b) > 0
 		}
 		return bytes.Compare(a, b) < 0
 	}
-	i := 0
 	stopped := false
 	emit := func(it item) bool {
 		if it.val == nil {
@@ -110,15 +111,18 @@ func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) 
 		return true
 	}
 	err := o.base.Scan(prefix, start, reverse, func(k, v []byte) bool {
-		for i < len(mine) && before(mine[i].key, k) {
-			if !emit(mine[i]) {
+		for {
+			it, ok := mine.peek()
+			if !ok || !before(it.key, k) {
+				break
+			}
+			mine.pop()
+			if !emit(it) {
 				return false
 			}
-			i++
 		}
-		if i < len(mine) && bytes.Equal(mine[i].key, k) {
-			it := mine[i]
-			i++
+		if it, ok := mine.peek(); ok && bytes.Equal(it.key, k) {
+			mine.pop()
 			return emit(it) // the buffered write shadows the base value
 		}
 		if !fn(k, v) {
@@ -130,12 +134,60 @@ func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) 
 	if err != nil || stopped {
 		return err
 	}
-	for ; i < len(mine); i++ {
-		if !emit(mine[i]) {
-			break
+	for {
+		it, ok := mine.peek()
+		if !ok || !emit(it) {
+			return nil
 		}
+		mine.pop()
 	}
-	return nil
+}
+
+// ovIter pulls an overlay's items in scan order, a chunk at a time.
+type ovIter struct {
+	o       *overlay
+	prefix  []byte
+	start   []byte
+	reverse bool
+	buf     []item
+	pos     int
+	last    []byte // key of the last item fetched; the next chunk follows it
+	done    bool
+}
+
+const ovChunk = 16
+
+func (it *ovIter) peek() (item, bool) {
+	if it.pos >= len(it.buf) && !it.done {
+		it.fill()
+	}
+	if it.pos >= len(it.buf) {
+		return item{}, false
+	}
+	return it.buf[it.pos], true
+}
+
+func (it *ovIter) pop() { it.pos++ }
+
+func (it *ovIter) fill() {
+	it.buf, it.pos = it.buf[:0], 0
+	start := it.start
+	if it.last != nil {
+		start = it.last
+	}
+	it.o.walk(it.prefix, start, it.reverse, func(x item) bool {
+		if it.last != nil && bytes.Equal(x.key, it.last) {
+			return true // already returned by the previous chunk
+		}
+		it.buf = append(it.buf, x)
+		return len(it.buf) < ovChunk
+	})
+	if len(it.buf) < ovChunk {
+		it.done = true
+	}
+	if len(it.buf) > 0 {
+		it.last = it.buf[len(it.buf)-1].key
+	}
 }
 
 // collect returns the buffered items in the scan's range and order.

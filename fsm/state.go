@@ -119,6 +119,9 @@ func (a *applier) flush() {
 		*c = cache{}
 	}
 	if a.counters != nil {
+		if w := a.getSettings().eventWindow(); a.counters.Events > w {
+			a.trimEvents(a.counters.Events - w)
+		}
 		a.put(keyCounters, a.counters)
 		a.counters = nil
 	}
@@ -259,11 +262,7 @@ func (a *applier) emit(ev Event) {
 	ev.At = a.now
 	a.events = append(a.events, ev)
 	a.put(eventKey(ev.Index, ev.Seq), ev)
-	c := a.getCounters()
-	c.Events++
-	if w := a.getSettings().eventWindow(); c.Events > w {
-		a.trimEvents(c.Events - w)
-	}
+	a.getCounters().Events++ // the window is trimmed once per entry, in flush
 }
 
 // trimEvents deletes the n oldest events.

@@ -1,0 +1,84 @@
+package fsm
+
+import (
+	"bytes"
+	"sort"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// The overlay's merged scans (forward, reverse, with a start key, stopping
+// early) agree with a plain sorted map, over any base and any buffered
+// writes and deletes, nested two deep as ApplyBatch nests them.
+func TestOverlayScanMatchesModel(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		keyGen := rapid.SampledFrom([]string{"a/1", "a/2", "a/3", "a/4", "a/5", "ab", "b/1", "b/2", "a/", "a"})
+		base := NewMemStore()
+		model := map[string]string{}
+		var ws []Write
+		for _, k := range rapid.SliceOfN(keyGen, 0, 8).Draw(rt, "base") {
+			ws = append(ws, Write{Key: []byte(k), Val: []byte("base-" + k)})
+			model[k] = "base-" + k
+		}
+		_ = base.Commit([][]Write{ws})
+		r, _, _ := base.View()
+		outer := newOverlay(r)
+		inner := newOverlay(outer)
+		for layer, o := range []*overlay{outer, inner} {
+			for i, k := range rapid.SliceOfN(keyGen, 0, 25).Draw(rt, "writes") {
+				if rapid.Bool().Draw(rt, "delete") {
+					_ = o.Delete([]byte(k))
+					delete(model, k)
+				} else {
+					v := string(rune('A'+layer)) + k + string(rune('0'+i%10))
+					_ = o.Set([]byte(k), []byte(v))
+					model[k] = v
+				}
+			}
+		}
+		prefix := rapid.SampledFrom([]string{"a/", "a", "b/", ""}).Draw(rt, "prefix")
+		reverse := rapid.Bool().Draw(rt, "reverse")
+		var start []byte
+		if rapid.Bool().Draw(rt, "has start") {
+			start = []byte(keyGen.Draw(rt, "start"))
+		}
+		limit := rapid.IntRange(1, 12).Draw(rt, "limit")
+		var keys []string
+		for k := range model {
+			if !bytes.HasPrefix([]byte(k), []byte(prefix)) {
+				continue
+			}
+			if start != nil && ((!reverse && k < string(start)) || (reverse && k > string(start))) {
+				continue
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		if reverse {
+			for i, j := 0, len(keys)-1; i < j; i, j = i+1, j-1 {
+				keys[i], keys[j] = keys[j], keys[i]
+			}
+		}
+		var want []string
+		for _, k := range keys {
+			want = append(want, k+"="+model[k])
+		}
+		if len(want) > limit {
+			want = want[:limit]
+		}
+		var got []string
+		_ = inner.Scan([]byte(prefix), start, reverse, func(k, v []byte) bool {
+			got = append(got, string(k)+"="+string(v))
+			return len(got) < limit
+		})
+		if len(got) != len(want) {
+			rt.Fatalf("got %v, want %v", got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				rt.Fatalf("got %v, want %v", got, want)
+			}
+		}
+	})
+}
