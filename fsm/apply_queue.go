@@ -265,6 +265,18 @@ func (a *applier) deleteRun(r *Run) {
 	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "deleted", To: "", Error: "removed by retention (was " + string(r.State) + ")"})
 }
 
+// sharable reports whether cmd's handler returns every error before its
+// first change, so it needs no write buffer of its own inside a Multi.
+func sharable(cmd Command) bool {
+	switch c := cmd.(type) {
+	case *Heartbeat, *Fail:
+		return true
+	case *Complete:
+		return len(c.Spawn) == 0
+	}
+	return false
+}
+
 func (a *applier) applyMulti(c *Multi) any {
 	parent, ok := a.tx.(*overlay)
 	if !ok {
@@ -280,6 +292,14 @@ func (a *applier) applyMulti(c *Multi) any {
 			out.Results[i] = err
 			continue
 		}
+		if sharable(cmd) {
+			// Fails, if at all, before changing anything: apply it in the
+			// entry's own applier, sharing its record caches (one decode
+			// and one write of the queue, run and counters per entry).
+			out.Results[i] = a.dispatch(cmd)
+			continue
+		}
+		a.flush() // isolated commands below read through the overlay
 		child := &applier{tx: newOverlay(parent), index: a.index, now: a.now, seq: a.seq, evSeq: a.evSeq, limits: a.limits}
 		res := child.safeDispatch(cmd)
 		out.Results[i] = res

@@ -292,3 +292,58 @@ func TestClaimResultJSON(t *testing.T) {
 		}
 	}
 }
+
+// A Multi entry applies each sub-command with its own result; a failing
+// one changes nothing while the others take effect, whether they share the
+// entry's caches (complete, fail, heartbeat) or run isolated (the rest).
+func TestMultiMixesSharedAndIsolatedCommands(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r", `{"tasks":[{"key":"a","type":"t"},{"key":"b","type":"t"},{"key":"c","type":"t"},{"key":"d","type":"t","deps":["a"]}]}`)
+	got := h.claim("w", 3)
+	if len(got) != 3 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	enc := func(c Command) []byte {
+		c.Stamp(h.now)
+		b, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	byKey := map[string]Claimed{}
+	for _, c := range got {
+		byKey[c.TaskKey] = c
+	}
+	retry := false
+	multi := &Multi{Cmds: [][]byte{
+		enc(&Complete{TaskID: byKey["a"].TaskID, Token: byKey["a"].FencingToken, Result: json.RawMessage(`1`)}),
+		enc(&Heartbeat{TaskID: "r/nope", Token: 1}),
+		enc(&Complete{TaskID: byKey["b"].TaskID, Token: byKey["b"].FencingToken,
+			Spawn: []domain.TaskSpec{{Key: "a", Type: "t"}}}), // duplicate key: rejected, isolated
+		enc(&Fail{TaskID: byKey["c"].TaskID, Token: byKey["c"].FencingToken, Error: "x", Retryable: &retry}),
+		enc(&Submit{ID: "r2", Spec: domain.Spec{Tasks: []domain.TaskSpec{{Key: "z", Type: "t"}}}}),
+	}}
+	res := h.ok(multi).(*MultiResult).Results
+	if ack, ok := res[0].(*AckResult); !ok || !ack.Accepted {
+		t.Fatalf("complete a: %#v", res[0])
+	}
+	wantErr(t, res[1], domain.ErrNotFound)
+	wantErr(t, res[2], domain.ErrInvalidSpec)
+	if ack, ok := res[3].(*AckResult); !ok || !ack.Accepted {
+		t.Fatalf("fail c: %#v", res[3])
+	}
+	if sub, ok := res[4].(*SubmitResult); !ok || !sub.Created {
+		t.Fatalf("submit r2: %#v", res[4])
+	}
+	_, ts := h.run("r")
+	if ts["a"].State != domain.TaskSucceeded || ts["b"].State != domain.TaskRunning || ts["c"].State != domain.TaskFailed || ts["d"].State != domain.TaskCancelled {
+		t.Fatalf("a %s b %s c %s d %s", ts["a"].State, ts["b"].State, ts["c"].State, ts["d"].State)
+	}
+	// Replaying the same log gives the same state.
+	f2, _ := New(NewMemStore(), Options{})
+	f2.ApplyBatch(h.log)
+	if d, _, _ := f2.Digest(); d != h.digest() {
+		t.Fatal("multi entry is not deterministic under replay")
+	}
+}
