@@ -126,7 +126,17 @@ func (a *Agent) eventsList(_ context.Context, p rpc.EventsListParams) (rpc.Event
 	if limit <= 0 || limit > 10_000 {
 		limit = 1000
 	}
-	evs, oldest, err := a.fsm.Events(p.FromIndex, runID, limit)
+	var evs []fsm.Event
+	var oldest uint64
+	var err error
+	if p.Latest {
+		evs, err = a.fsm.LatestEvents(runID, limit)
+		if err == nil {
+			_, oldest, err = a.fsm.Events(0, "", 1)
+		}
+	} else {
+		evs, oldest, err = a.fsm.Events(p.FromIndex, runID, limit)
+	}
 	if err != nil {
 		return rpc.EventsListResult{}, err
 	}

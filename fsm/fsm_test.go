@@ -347,3 +347,23 @@ func TestMultiMixesSharedAndIsolatedCommands(t *testing.T) {
 		t.Fatal("multi entry is not deterministic under replay")
 	}
 }
+
+func TestLatestEvents(t *testing.T) {
+	h := newHarness(t)
+	h.submit("r1", diamond)
+	h.submit("r2", `{"tasks":[{"key":"x","type":"t"}]}`)
+	all, _, _ := h.f.Events(0, "", 0)
+	last, err := h.f.LatestEvents("", 3)
+	if err != nil || len(last) != 3 {
+		t.Fatalf("%v %d", err, len(last))
+	}
+	for i, e := range last {
+		if want := all[len(all)-3+i]; e.Index != want.Index || e.Seq != want.Seq {
+			t.Fatalf("latest[%d] = %d/%d, want %d/%d", i, e.Index, e.Seq, want.Index, want.Seq)
+		}
+	}
+	r1, _ := h.f.LatestEvents("r1", 2)
+	if len(r1) != 2 || r1[0].RunID != "r1" || r1[1].RunID != "r1" || r1[0].Index > r1[1].Index {
+		t.Fatalf("run filter: %+v", r1)
+	}
+}

@@ -366,6 +366,28 @@ func (f *FSM) Events(from uint64, runID string, limit int) ([]Event, uint64, err
 	return out, oldest, err
 }
 
+// LatestEvents returns the newest limit events (optionally of one run), in
+// order.
+func (f *FSM) LatestEvents(runID string, limit int) ([]Event, error) {
+	var out []Event
+	err := f.View(func(r Reader) error {
+		var derr error
+		err := r.Scan(pfxEvent, nil, true, func(_, v []byte) bool {
+			var ev Event
+			if derr = unmarshal(v, &ev); derr != nil {
+				return false
+			}
+			if runID == "" || ev.RunID == runID {
+				out = append(out, ev)
+			}
+			return len(out) < limit
+		})
+		return firstErr(err, derr)
+	})
+	slices.Reverse(out)
+	return out, err
+}
+
 // Digest hashes every key and value of the state, in key order, with the
 // applied index it describes. Two replicas at the same applied index have
 // the same digest, or they diverged.

@@ -388,11 +388,13 @@ type Event struct {
 	Error        string    `json:"error,omitempty"`
 }
 
-// EventsListParams of events.list.
+// EventsListParams of events.list. With Latest, the newest Limit events
+// are returned (in order) and FromIndex is ignored.
 type EventsListParams struct {
 	FromIndex uint64 `json:"from_index,omitempty"`
 	RunID     string `json:"run_id,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
+	Latest    bool   `json:"latest,omitempty"`
 }
 
 // EventsListResult of events.list.

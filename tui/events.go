@@ -16,9 +16,9 @@ type eventsBackfillMsg struct {
 	err error
 }
 
-// backfillIndexes is how far back (in raft indexes) the first view of the
-// events screen reaches.
-const backfillIndexes = 300
+// backfillEvents is how many of the newest events the first view of the
+// stream shows (events.list with latest).
+const backfillEvents = 500
 
 // eventsModel is the global event stream, filterable. It records every
 // streamed event from the start (up to 5000), shown or not.
@@ -79,15 +79,7 @@ func (m *eventsModel) Focus() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		st, err := client.Status(cx)
-		if err != nil {
-			return eventsBackfillMsg{err: err}
-		}
-		from := uint64(1)
-		if st.AppliedIndex > backfillIndexes {
-			from = st.AppliedIndex - backfillIndexes
-		}
-		res, err := client.Events(cx, rpc.EventsListParams{FromIndex: from, Limit: 1000})
+		res, err := client.Events(cx, rpc.EventsListParams{Latest: true, Limit: backfillEvents})
 		if err != nil {
 			return eventsBackfillMsg{err: err}
 		}

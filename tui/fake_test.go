@@ -272,6 +272,9 @@ func (f *fakeClient) Events(_ context.Context, p rpc.EventsListParams) (*rpc.Eve
 			out = append(out, e)
 		}
 	}
+	if p.Latest && p.Limit > 0 && len(out) > p.Limit {
+		out = out[len(out)-p.Limit:]
+	}
 	return &rpc.EventsListResult{Events: out, OldestIndex: 1}, nil
 }
 

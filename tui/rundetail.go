@@ -148,7 +148,7 @@ func (m *runDetail) history() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Events(cx, rpc.EventsListParams{RunID: id, Limit: 1000})
+		res, err := client.Events(cx, rpc.EventsListParams{RunID: id, Limit: 1000, Latest: true})
 		if err != nil {
 			return runHistoryMsg{id: id, err: err}
 		}
