@@ -48,6 +48,8 @@ func (n *Node) establishLeadership() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	n.leaderCancel, n.leaderDone = cancel, done
+	ready := make(chan struct{})
+	n.ready = ready
 	n.LeaderChanges.Add(1)
 	n.log.Info("gained leadership")
 	go func() {
@@ -69,6 +71,7 @@ func (n *Node) establishLeadership() {
 		}
 		n.publishMeta(ctx)
 		n.isLeader.Store(true)
+		close(ready)
 		defer n.isLeader.Store(false)
 		loops := []func(context.Context){n.disp.run}
 		if !n.cfg.DisableLoops {
@@ -87,7 +90,7 @@ func (n *Node) establishLeadership() {
 func (n *Node) revokeLeadership() {
 	n.mu.Lock()
 	cancel, done := n.leaderCancel, n.leaderDone
-	n.leaderCancel, n.leaderDone = nil, nil
+	n.leaderCancel, n.leaderDone, n.ready = nil, nil, nil
 	n.mu.Unlock()
 	if cancel != nil {
 		n.log.Info("lost leadership")
@@ -100,6 +103,38 @@ func (n *Node) revokeLeadership() {
 // LoopsRunning reports whether this node is the leader with its loops
 // started (after the barrier).
 func (n *Node) LoopsRunning() bool { return n.isLeader.Load() }
+
+// WaitLeaderReady blocks until this node leads with every entry of earlier
+// terms applied (its barrier), so its local state reflects every write
+// acknowledged by any leader. It returns *NotLeaderError if the node does
+// not lead, or stops leading while waiting.
+func (n *Node) WaitLeaderReady(ctx context.Context) error {
+	for {
+		if n.raft.State() != raft.Leader {
+			return n.notLeader()
+		}
+		n.mu.Lock()
+		ready := n.ready
+		n.mu.Unlock()
+		if ready == nil {
+			// Elected, but the monitor has not started this term yet.
+			n.WaitLeaderChange(ctx, 20*time.Millisecond)
+		} else {
+			select {
+			case <-ready:
+				if n.raft.State() == raft.Leader {
+					return nil
+				}
+			case <-ctx.Done():
+				return n.notLeader()
+			case <-time.After(50 * time.Millisecond): // leadership may have moved meanwhile
+			}
+		}
+		if ctx.Err() != nil {
+			return n.notLeader()
+		}
+	}
+}
 
 // deadlineLoop proposes Reap when a lease is due and Tick when a retry, a
 // compensation retry or a breaker cool-down is due. It sleeps until the

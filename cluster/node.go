@@ -175,6 +175,7 @@ type Node struct {
 	leaderCancel context.CancelFunc
 	leaderDone   chan struct{}
 	isLeader     atomic.Bool
+	ready        chan struct{} // closed once this term's barrier is applied
 
 	stop     chan struct{}
 	stopOnce sync.Once

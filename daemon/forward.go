@@ -156,9 +156,16 @@ func onLeader[R any](ctx context.Context, a *Agent, method string, params any, l
 	var zero R
 	for {
 		if a.node.IsLeader() || isForwarded(ctx) {
-			r, err := local(ctx)
-			if err == nil || isForwarded(ctx) || !errors.Is(err, cluster.ErrNotLeader) {
-				return r, err
+			// A new leader first applies what earlier terms committed, so
+			// what it reads reflects every acknowledged write.
+			err := a.node.WaitLeaderReady(ctx)
+			if err == nil {
+				var r R
+				if r, err = local(ctx); err == nil || isForwarded(ctx) || !errors.Is(err, cluster.ErrNotLeader) {
+					return r, err
+				}
+			} else if isForwarded(ctx) {
+				return zero, err
 			}
 		}
 		id, addr := a.fwd.leaderAddr()

@@ -52,17 +52,18 @@ func (a *Agent) queuePause(pause bool) func(context.Context, rpc.QueuePauseParam
 		if p.Name == "" {
 			return rpc.ChangedResult{}, invalid("name (the queue) is required")
 		}
-		if p.RunID != "" {
-			id, err := a.resolve(p.RunID)
-			if err != nil {
-				return rpc.ChangedResult{}, err
-			}
-			p.RunID = id
-		}
 		ctx, cancel := withTimeout(ctx, writeTimeout)
 		defer cancel()
 		return onLeader(ctx, a, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
-			res, idx, err := a.node.Propose(ctx, &fsm.QueuePause{Name: p.Name, RunID: p.RunID, Paused: pause})
+			runID := ""
+			if p.RunID != "" {
+				id, err := a.resolve(p.RunID)
+				if err != nil {
+					return rpc.ChangedResult{}, err
+				}
+				runID = id
+			}
+			res, idx, err := a.node.Propose(ctx, &fsm.QueuePause{Name: p.Name, RunID: runID, Paused: pause})
 			if err != nil {
 				return rpc.ChangedResult{}, err
 			}

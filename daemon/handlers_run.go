@@ -134,16 +134,18 @@ func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, 
 	if p.TimeoutMS < 0 {
 		return rpc.WaitResult{}, invalid("timeout_ms must be >= 0")
 	}
-	wait := min(time.Duration(p.TimeoutMS)*time.Millisecond, MaxWait)
-	id, err := a.resolve(p.ID)
-	if err != nil {
-		return rpc.WaitResult{}, err
+	if p.ID == "" {
+		return rpc.WaitResult{}, invalid("id is required")
 	}
-	p.ID = id
+	wait := min(time.Duration(p.TimeoutMS)*time.Millisecond, MaxWait)
 	deadline := time.Now().Add(wait)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodRunWait, p, func(ctx context.Context) (rpc.WaitResult, error) {
+		id, err := a.resolve(p.ID)
+		if err != nil {
+			return rpc.WaitResult{}, err
+		}
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		for {
@@ -206,24 +208,28 @@ func checkVerb(v verbSpec, s domain.RunState) (noop bool, err error) {
 		domain.ErrIllegalTransition, v.name, s, v.name, strings.Join(from, ", "))
 }
 
+// verb resolves the id and checks the transition on the leader, where the
+// state reflects every acknowledged write, so verbs are linearizable.
 func (a *Agent) verb(method string) func(context.Context, rpc.VerbParams) (rpc.ChangedResult, error) {
 	v := verbs[method]
 	return func(ctx context.Context, p rpc.VerbParams) (rpc.ChangedResult, error) {
-		id, err := a.resolve(p.ID)
-		if err != nil {
-			return rpc.ChangedResult{}, err
-		}
-		p.ID = id
-		r, err := a.fsm.GetRunOnly(id)
-		if err != nil {
-			return rpc.ChangedResult{}, err
-		}
-		if noop, err := checkVerb(v, r.State); err != nil || noop {
-			return rpc.ChangedResult{}, err
+		if p.ID == "" {
+			return rpc.ChangedResult{}, invalid("id is required")
 		}
 		ctx, cancel := withTimeout(ctx, writeTimeout)
 		defer cancel()
 		return onLeader(ctx, a, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+			id, err := a.resolve(p.ID)
+			if err != nil {
+				return rpc.ChangedResult{}, err
+			}
+			r, err := a.fsm.GetRunOnly(id)
+			if err != nil {
+				return rpc.ChangedResult{}, err
+			}
+			if noop, err := checkVerb(v, r.State); err != nil || noop {
+				return rpc.ChangedResult{}, err
+			}
 			cmd := fsm.NewRunVerb(v.msg, id)
 			cmd.Reason = p.Reason
 			res, idx, err := a.node.Propose(ctx, cmd)
@@ -236,20 +242,23 @@ func (a *Agent) verb(method string) func(context.Context, rpc.VerbParams) (rpc.C
 }
 
 func (a *Agent) runReplay(ctx context.Context, p rpc.ReplayParams) (rpc.SubmitResult, error) {
-	id, err := a.resolve(p.ID)
-	if err != nil {
-		return rpc.SubmitResult{}, err
+	if p.ID == "" {
+		return rpc.SubmitResult{}, invalid("id is required")
 	}
-	p.ID = id
+	var err error
 	if p.NewID == "" {
-		p.NewID = newRunID()
+		p.NewID = newRunID() // before forwarding, so a retried forward is idempotent
 	} else if p.NewID, err = checkRunID(p.NewID); err != nil {
 		return rpc.SubmitResult{}, err
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodRunReplay, p, func(ctx context.Context) (rpc.SubmitResult, error) {
-		res, idx, err := a.node.Propose(ctx, &fsm.Replay{ParentID: p.ID, NewID: p.NewID, Input: p.Input, ReuseSucceeded: p.ReuseSucceeded})
+		parent, err := a.resolve(p.ID)
+		if err != nil {
+			return rpc.SubmitResult{}, err
+		}
+		res, idx, err := a.node.Propose(ctx, &fsm.Replay{ParentID: parent, NewID: p.NewID, Input: p.Input, ReuseSucceeded: p.ReuseSucceeded})
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
