@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/flowd/flowd/internal/testutil"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -16,14 +16,7 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testutil.Port(t) }
 
 // startAgents starts n in-process agents on loopback with real raft over
 // TCP, real badger, and their Unix sockets.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+	"github.com/flowd/flowd/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,15 +194,7 @@ func (a *e2eAgent) kill9() {
 	<-a.exited
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", testutil.Port(t)) }
 
 func startAgents(t *testing.T, bin, dir string) []*e2eAgent {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flowd/flowd/internal/testutil"
 	"net"
 	"path/filepath"
 	"strings"
@@ -19,14 +20,7 @@ import (
 
 // The SDK against three in-process agents (real raft, badger, sockets).
 
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testutil.Port(t) }
 
 func startCluster(t *testing.T) []string {
 	t.Helper()

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/flowd/flowd/internal/testutil"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,15 +28,7 @@ type testCluster struct {
 	dir    string
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return testutil.Port(t) }
 
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
