@@ -19,6 +19,8 @@ var (
 	shortID = display.ShortID
 	human   = display.Human
 	ago     = display.Ago
+	span    = display.Span
+	dash    = display.Dash
 )
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -39,24 +41,6 @@ func stamp(now, t time.Time) string {
 		return "-"
 	}
 	return clock(t) + " (" + ago(now, t) + ")"
-}
-
-// span is the duration between two times; an unfinished span runs to now.
-func span(now, from, to time.Time) string {
-	if from.IsZero() {
-		return "-"
-	}
-	if to.IsZero() {
-		to = now
-	}
-	return human(to.Sub(from))
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // oneLine squeezes s onto one line of at most n cells.

@@ -283,6 +283,12 @@ var shortID = display.ShortID
 // human formats a duration compactly (see display.Human).
 var human = display.Human
 
+// span is the duration between two times; an unfinished span runs to now.
+func span(from, to time.Time) string { return display.Span(time.Now(), from, to) }
+
+// dash shows an empty value as "-".
+var dash = display.Dash
+
 // ago is a relative age ("3m12s ago"), "-" for the zero time.
 func ago(t time.Time) string { return display.Ago(time.Now(), t) }
 
@@ -358,24 +364,6 @@ func stamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format("2006-01-02T15:04:05Z") + " (" + ago(t) + ")"
-}
-
-// span is the duration between two times; an unfinished span runs to now.
-func span(from, to time.Time) string {
-	if from.IsZero() {
-		return "-"
-	}
-	if to.IsZero() {
-		to = time.Now()
-	}
-	return human(to.Sub(from))
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // oneLine shortens s to one line of at most n runes.

@@ -83,3 +83,23 @@ func Ago(now, t time.Time) string {
 	}
 	return Human(d) + " ago"
 }
+
+// Span is the duration from from to to ("-" if from is zero); an
+// unfinished span (to zero) runs to now.
+func Span(now, from, to time.Time) string {
+	if from.IsZero() {
+		return "-"
+	}
+	if to.IsZero() {
+		to = now
+	}
+	return Human(to.Sub(from))
+}
+
+// Dash shows an empty value as "-".
+func Dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
