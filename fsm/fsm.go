@@ -230,6 +230,7 @@ func (a *applier) run(data []byte) (res any) {
 	}
 	res = a.dispatch(cmd)
 	if _, isErr := res.(error); !isErr {
+		a.writeEvents()
 		a.flush()
 	}
 	return res

@@ -245,7 +245,12 @@ func TestEventsCarryIndexAndResume(t *testing.T) {
 	// The window holds exactly what the counter says: no orphaned events.
 	stored := 0
 	_ = h.f.View(func(r Reader) error {
-		return r.Scan(pfxEvent, nil, false, func(_, _ []byte) bool { stored++; return true })
+		return r.Scan(pfxEvent, nil, false, func(_, v []byte) bool {
+			var evs []Event
+			_ = json.Unmarshal(v, &evs)
+			stored += len(evs)
+			return true
+		})
 	})
 	ctr, _ := h.f.Counters()
 	if stored != ctr.Events || stored > 100 {

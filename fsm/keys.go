@@ -24,7 +24,7 @@ import (
 //	l/<expiry8><run>/<key>            lease index
 //	w/<due8><run>/<key>               retry / compensation-retry index
 //	b/<type>                          Breaker (JSON)
-//	e/<index8><seq4>                  Event (JSON), bounded window
+//	e/<index8><count4>                the entry's events (JSON array), bounded window
 var (
 	keyApplied  = []byte("m/applied")
 	keyNow      = []byte("m/now")
@@ -75,9 +75,14 @@ func pendingKey(seq uint64, id string) []byte {
 func finishedKey(at int64, id string) []byte { return cat(pfxFinished, i64(at), []byte(id)) }
 func queueKey(name string) []byte            { return cat(pfxQueue, []byte(name)) }
 func breakerKey(typ string) []byte           { return cat(pfxBreaker, []byte(typ)) }
-func eventKey(index uint64, seq uint32) []byte {
-	return cat(pfxEvent, u64(index), u32(seq))
+// eventKey holds all events of one entry; the key carries their count so
+// trimming the window needs no value reads.
+func eventKey(index uint64, count uint32) []byte {
+	return cat(pfxEvent, u64(index), u32(count))
 }
+
+// eventsFrom is where a scan for events of index >= from starts.
+func eventsFrom(from uint64) []byte { return cat(pfxEvent, u64(from)) }
 func leaseKey(expiry int64, taskID string) []byte { return cat(pfxLease, i64(expiry), []byte(taskID)) }
 func wakeKey(due int64, taskID string) []byte     { return cat(pfxWake, i64(due), []byte(taskID)) }
 

@@ -346,20 +346,25 @@ func (f *FSM) Events(from uint64, runID string, limit int) ([]Event, uint64, err
 			return fmt.Errorf("%w: index %d is older than the retained window; resume from index %d or later",
 				ErrEventsTrimmed, from, oldest)
 		}
-		start := eventKey(from, 0)
+		start := eventsFrom(from)
 		if from == 0 && c != nil && c.TrimmedThrough > 0 {
-			start = eventKey(oldest, 0)
+			start = eventsFrom(oldest)
 		}
 		var derr error
 		err = r.Scan(pfxEvent, start, false, func(_, v []byte) bool {
-			var ev Event
-			if derr = unmarshal(v, &ev); derr != nil {
+			var evs []Event
+			if derr = unmarshal(v, &evs); derr != nil {
 				return false
 			}
-			if runID == "" || ev.RunID == runID {
-				out = append(out, ev)
+			for _, ev := range evs {
+				if runID == "" || ev.RunID == runID {
+					out = append(out, ev)
+					if limit > 0 && len(out) == limit {
+						return false
+					}
+				}
 			}
-			return limit <= 0 || len(out) < limit
+			return true
 		})
 		return firstErr(err, derr)
 	})
@@ -373,14 +378,19 @@ func (f *FSM) LatestEvents(runID string, limit int) ([]Event, error) {
 	err := f.View(func(r Reader) error {
 		var derr error
 		err := r.Scan(pfxEvent, nil, true, func(_, v []byte) bool {
-			var ev Event
-			if derr = unmarshal(v, &ev); derr != nil {
+			var evs []Event
+			if derr = unmarshal(v, &evs); derr != nil {
 				return false
 			}
-			if runID == "" || ev.RunID == runID {
-				out = append(out, ev)
+			for i := len(evs) - 1; i >= 0; i-- {
+				if runID == "" || evs[i].RunID == runID {
+					out = append(out, evs[i])
+					if len(out) == limit {
+						return false
+					}
+				}
 			}
-			return len(out) < limit
+			return true
 		})
 		return firstErr(err, derr)
 	})

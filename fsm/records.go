@@ -211,10 +211,8 @@ func (s Settings) eventWindow() int {
 type Counters struct {
 	ActiveRuns int `json:"active_runs"` // running, interrupted or reverting
 	Events     int `json:"events"`      // events in the window
-	// TrimmedThrough and TrimmedSeq name the last event dropped from the
-	// window; events of TrimmedThrough may be retained in part.
+	// TrimmedThrough is the last entry whose events left the window.
 	TrimmedThrough uint64 `json:"trimmed_through,omitempty"`
-	TrimmedSeq     uint32 `json:"trimmed_seq,omitempty"`
 	NextAdmit      uint64 `json:"next_admit"`
 	LeaseExpiries  uint64 `json:"lease_expiries"`
 	TasksDone      uint64 `json:"tasks_done"`

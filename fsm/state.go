@@ -119,9 +119,6 @@ func (a *applier) flush() {
 		*c = cache{}
 	}
 	if a.counters != nil {
-		if w := a.getSettings().eventWindow(); a.counters.Events > w {
-			a.trimEvents(a.counters.Events - w)
-		}
 		a.put(keyCounters, a.counters)
 		a.counters = nil
 	}
@@ -261,31 +258,35 @@ func (a *applier) emit(ev Event) {
 	a.evSeq++
 	ev.At = a.now
 	a.events = append(a.events, ev)
-	a.put(eventKey(ev.Index, ev.Seq), ev)
-	a.getCounters().Events++ // the window is trimmed once per entry, in flush
+	a.getCounters().Events++ // written with the entry, in writeEvents
 }
 
-// trimEvents deletes the n oldest events.
-func (a *applier) trimEvents(n int) {
-	// Start right after the last trimmed event: the deleted keys before it
-	// are tombstones a scan from the prefix start would have to skip. (An
-	// entry's events may be trimmed in part; the rest follow next time.)
-	c := a.getCounters()
-	var start []byte
-	if c.TrimmedThrough > 0 {
-		start = eventKey(c.TrimmedThrough, c.TrimmedSeq+1)
+// writeEvents stores the entry's events under one key and trims the
+// window, oldest entries first. Only the entry's own applier calls it (the
+// appliers of a Multi's sub-commands hand their events up).
+func (a *applier) writeEvents() {
+	if len(a.events) > 0 {
+		a.put(eventKey(a.index, uint32(len(a.events))), a.events)
 	}
+	c := a.getCounters()
+	w := a.getSettings().eventWindow()
+	if c.Events <= w {
+		return
+	}
+	// Start after the last trimmed entry: the deleted keys before it are
+	// tombstones a scan from the prefix start would have to skip.
 	var keys [][]byte
-	must(a.tx.Scan(pfxEvent, start, false, func(k, _ []byte) bool {
+	excess := c.Events - w
+	must(a.tx.Scan(pfxEvent, eventsFrom(c.TrimmedThrough+1), false, func(k, _ []byte) bool {
 		keys = append(keys, bytes.Clone(k))
-		return len(keys) < n
+		excess -= int(binary.BigEndian.Uint32(k[len(pfxEvent)+8:]))
+		return excess > 0
 	}))
 	for _, k := range keys {
 		a.del(k)
+		c.Events -= int(binary.BigEndian.Uint32(k[len(pfxEvent)+8:]))
 		c.TrimmedThrough = getU64(k[len(pfxEvent) : len(pfxEvent)+8])
-		c.TrimmedSeq = binary.BigEndian.Uint32(k[len(pfxEvent)+8:])
 	}
-	c.Events -= len(keys)
 }
 
 // stepTask moves t along edge and emits the event. The caller has checked
