@@ -75,6 +75,7 @@ func pendingKey(seq uint64, id string) []byte {
 func finishedKey(at int64, id string) []byte { return cat(pfxFinished, i64(at), []byte(id)) }
 func queueKey(name string) []byte            { return cat(pfxQueue, []byte(name)) }
 func breakerKey(typ string) []byte           { return cat(pfxBreaker, []byte(typ)) }
+
 // eventKey holds all events of one entry; the key carries their count so
 // trimming the window needs no value reads.
 func eventKey(index uint64, count uint32) []byte {
@@ -82,7 +83,7 @@ func eventKey(index uint64, count uint32) []byte {
 }
 
 // eventsFrom is where a scan for events of index >= from starts.
-func eventsFrom(from uint64) []byte { return cat(pfxEvent, u64(from)) }
+func eventsFrom(from uint64) []byte               { return cat(pfxEvent, u64(from)) }
 func leaseKey(expiry int64, taskID string) []byte { return cat(pfxLease, i64(expiry), []byte(taskID)) }
 func wakeKey(due int64, taskID string) []byte     { return cat(pfxWake, i64(due), []byte(taskID)) }
 
