@@ -128,9 +128,10 @@ func (f *FSM) Apply(e Entry) any { return f.ApplyBatch([]Entry{e})[0] }
 // at entry boundaries when very large). Entries at or below the stored
 // applied index were applied before a restart and are skipped.
 //
-// Each entry is applied into its own write buffer; an entry whose command is
-// rejected (undecodable, invalid, or a panic inside apply) returns an error
-// result and its buffer is dropped, so it changes nothing on any replica.
+// Each entry's changes are journaled in the batch's write buffer; an entry
+// whose command is rejected (undecodable, invalid, or a panic inside apply)
+// returns an error result and its changes are undone, so it changes
+// nothing on any replica.
 func (f *FSM) ApplyBatch(entries []Entry) []any {
 	results := make([]any, len(entries))
 	base, release, err := f.store.View()
@@ -139,10 +140,12 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		return results
 	}
 	defer release()
+	// One write buffer for the batch; each entry's changes are journaled in
+	// it and undone if the entry is rejected. A buffer past txnBudget is
+	// closed at an entry boundary (its writes become one store transaction)
+	// and the next chains on it, so reads still see every earlier entry.
 	batch := newOverlay(base)
-	var txns [][]Write
-	var pending []*overlay
-	pendingSize := 0
+	var closed []*overlay
 	var events []Event
 	applied := f.applied.Load()
 	last := applied
@@ -151,35 +154,32 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			results[i] = nil
 			continue
 		}
-		entry := newOverlay(batch)
-		a := &applier{tx: entry, index: e.Index, limits: f.limits}
+		batch.begin()
+		a := &applier{tx: batch, index: e.Index, limits: f.limits}
 		res := a.run(e.Data)
-		if _, isErr := res.(error); isErr || entry.size > MaxEntryWriteBytes {
+		if _, isErr := res.(error); isErr || batch.entrySize > MaxEntryWriteBytes {
 			if !isErr {
-				res = fmt.Errorf("%w: entry would write %d bytes (limit %d)", ErrTooLarge, entry.size, MaxEntryWriteBytes)
+				res = fmt.Errorf("%w: entry would write %d bytes (limit %d)", ErrTooLarge, batch.entrySize, MaxEntryWriteBytes)
 			}
-			// Rejected: drop its writes, but the index still advances.
-			entry = newOverlay(batch)
-			a = &applier{tx: entry, index: e.Index, limits: f.limits}
+			batch.rollback() // rejected: nothing changes, but the index advances
 		} else {
+			batch.end()
 			events = append(events, a.events...)
 		}
-		_ = entry.Set(keyApplied, u64(e.Index))
-		entry.mergeInto(batch)
-		pending = append(pending, entry)
-		pendingSize += entry.size
+		_ = batch.Set(keyApplied, u64(e.Index))
 		last = e.Index
 		results[i] = res
-		if pendingSize > txnBudget && i < len(entries)-1 {
-			txns = append(txns, flatten(pending))
-			pending, pendingSize = nil, 0
+		if batch.size > txnBudget && i < len(entries)-1 {
+			closed = append(closed, batch)
+			batch = newOverlay(batch)
 		}
 	}
 	if last == applied {
 		return results
 	}
-	if len(pending) > 0 {
-		txns = append(txns, flatten(pending))
+	txns := make([][]Write, 0, len(closed)+1)
+	for _, o := range append(closed, batch) {
+		txns = append(txns, o.writes())
 	}
 	if err := f.store.Commit(txns); err != nil {
 		f.OnFatal(err)
@@ -188,18 +188,6 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	f.applied.Store(last)
 	f.publish(events)
 	return results
-}
-
-// flatten merges entry write sets in order (later entries win).
-func flatten(entries []*overlay) []Write {
-	if len(entries) == 1 {
-		return entries[0].writes()
-	}
-	merged := newOverlay(nil)
-	for _, e := range entries {
-		e.mergeInto(merged)
-	}
-	return merged.writes()
 }
 
 func (f *FSM) publish(events []Event) {

@@ -372,3 +372,35 @@ func TestLatestEvents(t *testing.T) {
 		t.Fatalf("run filter: %+v", r1)
 	}
 }
+
+// A large batch is split into several store transactions at entry
+// boundaries, and a rejected entry in the middle is undone in place; the
+// result equals applying the entries one at a time.
+func TestLargeBatchSplitsAndRejectsInPlace(t *testing.T) {
+	big := strings.Repeat("x", 600<<10)
+	var entries []Entry
+	for i := 0; i < 12; i++ {
+		var cmd Command = &Submit{ID: fmt.Sprintf("big%02d", i), Spec: domain.Spec{Tasks: []domain.TaskSpec{
+			{Key: "a", Type: "t", Input: json.RawMessage(`"` + big + `"`)}}}.Normalize()}
+		if i == 5 {
+			cmd = &Submit{ID: "bad/id"} // rejected
+		}
+		cmd.Stamp(1_700_000_000_000)
+		buf, _ := Encode(cmd)
+		entries = append(entries, Entry{Index: uint64(i + 1), Data: buf})
+	}
+	batched, _ := New(NewMemStore(), Options{})
+	res := batched.ApplyBatch(entries)
+	if _, isErr := res[5].(error); !isErr {
+		t.Fatalf("entry 6: %#v", res[5])
+	}
+	single, _ := New(NewMemStore(), Options{})
+	for _, e := range entries {
+		single.Apply(e)
+	}
+	d1, i1, _ := batched.Digest()
+	d2, i2, _ := single.Digest()
+	if d1 != d2 || i1 != 12 || i2 != 12 || len(batched.RunIDs()) != 11 {
+		t.Fatalf("batched %s@%d, one by one %s@%d, runs %d", d1, i1, d2, i2, len(batched.RunIDs()))
+	}
+}

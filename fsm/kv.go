@@ -60,6 +60,18 @@ type overlay struct {
 	base  Reader
 	items *btree.BTreeG[item]
 	size  int
+
+	// Entry journal: while journaling, every change records what it
+	// replaced, so a rejected entry's changes can be undone in place (no
+	// write buffer of its own to build and merge).
+	journaling bool
+	undo       []undoRec
+	entrySize  int
+}
+
+type undoRec struct {
+	prev item // the replaced item; prev.key == nil if there was none
+	key  []byte
 }
 
 func newOverlay(base Reader) *overlay {
@@ -77,15 +89,46 @@ func (o *overlay) Set(key, val []byte) error {
 	if val == nil {
 		val = []byte{}
 	}
-	o.items.ReplaceOrInsert(item{key: bytes.Clone(key), val: val})
-	o.size += len(key) + len(val) + 16
+	o.put(item{key: bytes.Clone(key), val: val}, len(key)+len(val)+16)
 	return nil
 }
 
 func (o *overlay) Delete(key []byte) error {
-	o.items.ReplaceOrInsert(item{key: bytes.Clone(key)})
-	o.size += len(key) + 16
+	o.put(item{key: bytes.Clone(key)}, len(key)+16)
 	return nil
+}
+
+func (o *overlay) put(it item, n int) {
+	prev, _ := o.items.ReplaceOrInsert(it)
+	o.size += n
+	if o.journaling {
+		o.undo = append(o.undo, undoRec{prev: prev, key: it.key})
+		o.entrySize += n
+	}
+}
+
+// begin starts journaling an entry's changes.
+func (o *overlay) begin() {
+	o.journaling, o.undo, o.entrySize = true, o.undo[:0], 0
+}
+
+// end stops journaling, keeping the entry's changes.
+func (o *overlay) end() {
+	o.journaling, o.undo = false, o.undo[:0]
+}
+
+// rollback undoes the entry's changes, newest first.
+func (o *overlay) rollback() {
+	for i := len(o.undo) - 1; i >= 0; i-- {
+		u := o.undo[i]
+		if u.prev.key != nil {
+			o.items.ReplaceOrInsert(u.prev)
+		} else {
+			o.items.Delete(item{key: u.key})
+		}
+	}
+	o.size -= o.entrySize
+	o.end()
 }
 
 // Scan merges the buffered writes with the base view. The buffered side is
@@ -243,10 +286,9 @@ func (o *overlay) writes() []Write {
 // mergeInto copies the buffered writes into parent.
 func (o *overlay) mergeInto(parent *overlay) {
 	o.items.Ascend(func(it item) bool {
-		parent.items.ReplaceOrInsert(it)
+		parent.put(it, len(it.key)+len(it.val)+16)
 		return true
 	})
-	parent.size += o.size
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix, or
