@@ -13,6 +13,8 @@ import (
 const MaxClaim = 256
 
 func (a *applier) applyClaim(c *Claim) any {
+	a.readyCursor = map[string][]byte{}
+	defer func() { a.readyCursor = nil }()
 	res := &ClaimResult{Assigned: make([][]Claimed, len(c.Waiters))}
 	for i := range c.Waiters {
 		w := &c.Waiters[i]

@@ -153,6 +153,7 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	}
 	var best []byte // prio+seq tail of the best candidate
 	var bestID string
+	var bestKey []byte
 	for _, qn := range queues {
 		// load, not a.queue: a claim must not create the queues it names.
 		q := load[QueueState](a, &a.queues, queueKey(qn))
@@ -171,11 +172,16 @@ func (a *applier) nextReady(w *Waiter) *Task {
 				continue
 			}
 			pfx := readyPrefix(qn, typ)
-			must(a.tx.Scan(pfx, nil, false, func(k, _ []byte) bool {
+			// Within one claim the heads taken so far are gone and nothing
+			// becomes ready, so the scan resumes where the last one ended
+			// instead of stepping over this entry's deletions again.
+			start := a.readyCursor[string(pfx)]
+			must(a.tx.Scan(pfx, start, false, func(k, _ []byte) bool {
 				tail := k[len(pfx):]
 				if len(tail) > 12 && (best == nil || bytes.Compare(tail[:12], best) < 0) {
 					best = bytes.Clone(tail[:12])
 					bestID = string(tail[12:])
+					bestKey = bytes.Clone(k)
 				}
 				return false
 			}))
@@ -183,6 +189,9 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	}
 	if best == nil {
 		return nil
+	}
+	if a.readyCursor != nil {
+		a.readyCursor[string(bestKey[:len(bestKey)-len(bestID)-12])] = bestKey
 	}
 	return a.loadTaskByID(bestID)
 }

@@ -295,6 +295,9 @@ type applier struct {
 	evSeq  uint32 // per-entry event counter
 	limits domain.Limits
 	events []Event
+	// readyCursor remembers, during one claim, where each ready list's
+	// scan left off (see nextReady).
+	readyCursor map[string][]byte
 
 	runs, taskCache, queues, breakers cache
 	settings                          *Settings
