@@ -25,7 +25,7 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 		ID: r.ID, Workflow: r.Workflow, State: r.State, OnFailure: r.OnFailure,
 		CreatedAt: ms(r.CreatedAt), StartedAt: ms(r.StartedAt), FinishedAt: ms(r.FinishedAt),
 		ParentID: r.ParentID, ReplayOf: r.ReplayOf, Labels: r.Labels, Input: r.Input, Reason: r.Reason,
-		PausedQueues: r.PausedQueues, Counts: map[string]int{}, TaskCount: r.TaskCount, ModifyIndex: r.ModifyIndex,
+		PausedQueues: r.PausedQueues, Counts: map[string]int{}, TaskCount: r.Tasks(), ModifyIndex: r.ModifyIndex,
 	}
 	for s, n := range r.Counts {
 		out.Counts[string(s)] = n

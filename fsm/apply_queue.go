@@ -16,14 +16,7 @@ func (a *applier) breakerAllows(typ string) bool {
 	if !a.breakersOn() {
 		return true
 	}
-	b := a.breaker(typ)
-	switch b.State {
-	case BreakerOpen:
-		return a.now >= b.OpenedAt+a.getSettings().breakerCooldown()
-	case BreakerHalfOpen:
-		return b.Trial == ""
-	}
-	return true
+	return a.breaker(typ).Allows(a.now, a.getSettings().breakerCooldown())
 }
 
 // breakerPick records that a task of typ was dispatched: a cooled-down open
@@ -278,9 +271,9 @@ func sharable(cmd Command) bool {
 }
 
 func (a *applier) applyMulti(c *Multi) any {
-	parent, ok := a.tx.(*overlay)
-	if !ok {
-		return fmt.Errorf("%w: multi needs an overlay transaction", ErrBadCommand)
+	tx, ok := a.tx.(*overlay)
+	if !ok || !tx.journaling {
+		return fmt.Errorf("%w: multi needs a journaled transaction", ErrBadCommand)
 	}
 	out := &MultiResult{Results: make([]any, len(c.Cmds))}
 	for i, raw := range c.Cmds {
@@ -293,22 +286,23 @@ func (a *applier) applyMulti(c *Multi) any {
 			continue
 		}
 		if sharable(cmd) {
-			// Fails, if at all, before changing anything: apply it in the
-			// entry's own applier, sharing its record caches (one decode
-			// and one write of the queue, run and counters per entry).
+			// Fails, if at all, before changing anything: apply it sharing
+			// the entry's record caches (one decode and one write of the
+			// queue, run and counters per entry).
 			out.Results[i] = a.dispatch(cmd)
 			continue
 		}
-		a.flush() // isolated commands below read through the overlay
-		child := &applier{tx: newOverlay(parent), index: a.index, now: a.now, seq: a.seq, evSeq: a.evSeq, limits: a.limits}
-		res := child.safeDispatch(cmd)
+		// Anything else may fail after changing records: write the caches
+		// out, mark the journal, and undo back to the mark on failure.
+		a.flush()
+		sp, nev, seq, evSeq := tx.mark(), len(a.events), a.seq, a.evSeq
+		res := a.safeDispatch(cmd)
 		out.Results[i] = res
 		if _, isErr := res.(error); isErr {
-			continue
+			tx.rollbackTo(sp)
+			a.discard()
+			a.events, a.seq, a.evSeq = a.events[:nev], seq, evSeq
 		}
-		child.tx.(*overlay).mergeInto(parent)
-		a.events = append(a.events, child.events...)
-		a.seq, a.evSeq = child.seq, child.evSeq
 	}
 	return out
 }

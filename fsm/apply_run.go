@@ -65,8 +65,8 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	r := &Run{
 		ID: id, Workflow: spec.Name, Spec: spec, OnFailure: spec.OnFailure, Input: input, Labels: labels,
 		ParentID: parent, ReplayOf: parent,
-		Counts:    map[domain.TaskState]int{domain.TaskPending: len(spec.Tasks)},
-		TaskCount: len(spec.Tasks), CreatedAt: a.now, CreateIndex: a.index, ModifyIndex: a.index,
+		Counts:    domain.TaskCounts{domain.TaskPending: len(spec.Tasks)},
+		CreatedAt: a.now, CreateIndex: a.index, ModifyIndex: a.index,
 	}
 	a.newRun(r)
 	a.put(specKey(id), spec)

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/flowd/flowd/fsm/domain"
 )
@@ -145,9 +146,10 @@ func (a *applier) applyComplete(c *Complete) any {
 // depend on parent (so they see its result), and every task that depended
 // on parent now also waits for all the children.
 func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error {
-	if r.TaskCount+len(children) > a.limits.MaxRunTasks {
+	have := r.Tasks()
+	if have+len(children) > a.limits.MaxRunTasks {
 		return fmt.Errorf("%w: spawning %d tasks would give the run %d tasks (limit %d)",
-			ErrTooLarge, len(children), r.TaskCount+len(children), a.limits.MaxRunTasks)
+			ErrTooLarge, len(children), have+len(children), a.limits.MaxRunTasks)
 	}
 	existing := map[string]bool{}
 	for _, t := range a.runTasks(r.ID) {
@@ -187,7 +189,7 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 		ch := raw.Normalize()
 		deps := append([]string{parent.Key}, ch.Deps...)
 		t := &Task{
-			RunID: r.ID, Key: ch.Key, Seq: r.TaskCount + i, Type: ch.Type, Queue: ch.Queue, Input: ch.Input,
+			RunID: r.ID, Key: ch.Key, Seq: have + i, Type: ch.Type, Queue: ch.Queue, Input: ch.Input,
 			Deps: deps, Dependents: append(append([]string(nil), oldDependents...), siblingDependents[ch.Key]...),
 			Priority: ch.Priority, LeaseMS: ch.LeaseMS, Retry: *ch.Retry, RevertType: ch.RevertType,
 			SpawnedBy: parent.Key, State: domain.TaskPending, CreateIndex: a.index,
@@ -198,7 +200,6 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 		a.emit(Event{Kind: "task", RunID: r.ID, TaskKey: t.Key, Transition: "spawned", To: string(t.State),
 			Queue: t.Queue, Type: t.Type})
 	}
-	r.TaskCount += len(children)
 	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
 		for _, t := range created {
 			if a.depsSucceeded(t) {
@@ -342,4 +343,4 @@ func canRetry(r *Run, t *Task) bool {
 	return t.Attempt < t.Retry.MaxAttempts && (r.State == domain.RunRunning || r.State == domain.RunInterrupted)
 }
 
-func itoa(n int) string { return fmt.Sprint(n) }
+func itoa(n int) string { return strconv.Itoa(n) }

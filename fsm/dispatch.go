@@ -157,7 +157,7 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	for _, qn := range queues {
 		// load, not a.queue: a claim must not create the queues it names.
 		q := load[QueueState](a, &a.queues, queueKey(qn))
-		if q == nil || q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+		if !q.Dispatching() {
 			continue
 		}
 		types := w.Types

@@ -92,24 +92,11 @@ func readyPrefix(queue, typ string) []byte {
 	return cat(pfxReady, []byte(queue), []byte{0}, []byte(typ), []byte{0})
 }
 
-// readyQueuePrefix covers every type of a queue.
-func readyQueuePrefix(queue string) []byte {
-	return cat(pfxReady, []byte(queue), []byte{0})
-}
-
 // readyKey orders higher priority first, then FIFO by the order tasks
 // became ready.
 func readyKey(queue, typ string, prio int32, seq uint64, taskID string) []byte {
 	inv := uint32(math.MaxInt32 - int64(prio))
 	return cat(readyPrefix(queue, typ), u32(inv), u64(seq), []byte(taskID))
-}
-
-// parseReadyTail returns the task id from a ready key.
-func parseReadyTail(k []byte, prefixLen int) string {
-	if len(k) < prefixLen+12 {
-		return ""
-	}
-	return string(k[prefixLen+12:])
 }
 
 func getU64(b []byte) uint64 {

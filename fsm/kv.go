@@ -119,7 +119,18 @@ func (o *overlay) end() {
 
 // rollback undoes the entry's changes, newest first.
 func (o *overlay) rollback() {
-	for i := len(o.undo) - 1; i >= 0; i-- {
+	o.rollbackTo(savepoint{})
+	o.end()
+}
+
+// savepoint marks a point in the entry's journal (a Multi sub-command).
+type savepoint struct{ undo, size int }
+
+func (o *overlay) mark() savepoint { return savepoint{len(o.undo), o.entrySize} }
+
+// rollbackTo undoes the changes made since sp, newest first.
+func (o *overlay) rollbackTo(sp savepoint) {
+	for i := len(o.undo) - 1; i >= sp.undo; i-- {
 		u := o.undo[i]
 		if u.prev.key != nil {
 			o.items.ReplaceOrInsert(u.prev)
@@ -127,8 +138,9 @@ func (o *overlay) rollback() {
 			o.items.Delete(item{key: u.key})
 		}
 	}
-	o.size -= o.entrySize
-	o.end()
+	o.undo = o.undo[:sp.undo]
+	o.size -= o.entrySize - sp.size
+	o.entrySize = sp.size
 }
 
 // Scan merges the buffered writes with the base view. The buffered side is
@@ -233,16 +245,6 @@ func (it *ovIter) fill() {
 	}
 }
 
-// collect returns the buffered items in the scan's range and order.
-func (o *overlay) collect(prefix, start []byte, reverse bool) []item {
-	var out []item
-	o.walk(prefix, start, reverse, func(it item) bool {
-		out = append(out, it)
-		return true
-	})
-	return out
-}
-
 // walk visits the buffered items in the scan's range and order until fn
 // returns false.
 func (o *overlay) walk(prefix, start []byte, reverse bool, fn func(item) bool) {
@@ -281,14 +283,6 @@ func (o *overlay) writes() []Write {
 		return true
 	})
 	return out
-}
-
-// mergeInto copies the buffered writes into parent.
-func (o *overlay) mergeInto(parent *overlay) {
-	o.items.Ascend(func(it item) bool {
-		parent.put(it, len(it.key)+len(it.val)+16)
-		return true
-	})
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix, or

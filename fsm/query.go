@@ -478,15 +478,7 @@ func (f *FSM) HasReady(w Waiter, now int64) bool {
 				return true
 			}
 			b, _ := getJSON[Breaker](r, breakerKey(typ))
-			switch {
-			case b == nil:
-				return true
-			case b.State == BreakerOpen:
-				return now >= b.OpenedAt+s.breakerCooldown()
-			case b.State == BreakerHalfOpen:
-				return b.Trial == ""
-			}
-			return true
+			return b == nil || b.Allows(now, s.breakerCooldown())
 		}
 		queues := w.Queues
 		if len(queues) == 0 {
@@ -497,7 +489,7 @@ func (f *FSM) HasReady(w Waiter, now int64) bool {
 		}
 		for _, qn := range queues {
 			q, _ := getJSON[QueueState](r, queueKey(qn))
-			if q == nil || q.Paused || q.Ready == 0 || (q.Concurrency > 0 && q.Running >= q.Concurrency) {
+			if !q.Dispatching() {
 				continue
 			}
 			for typ, n := range q.Types {

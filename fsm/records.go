@@ -27,8 +27,9 @@ type Run struct {
 	PausedQueues []string `json:"paused_queues,omitempty"`
 	AdmitSeq     uint64   `json:"admit_seq,omitempty"`
 
-	Counts    map[domain.TaskState]int `json:"counts"`
-	TaskCount int                      `json:"task_count"`
+	// Counts counts the run's tasks by state (spawned children included);
+	// run state is derived from it.
+	Counts domain.TaskCounts `json:"counts"`
 
 	CreatedAt   int64  `json:"created_at"`
 	StartedAt   int64  `json:"started_at,omitempty"`
@@ -36,6 +37,9 @@ type Run struct {
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
 }
+
+// Tasks is the number of tasks in the run, spawned children included.
+func (r *Run) Tasks() int { return r.Counts.Total() }
 
 // Task is the stored record of one task run. Retries reuse the row; every
 // attempt is kept in Attempts.
@@ -136,6 +140,12 @@ type QueueState struct {
 	PausedRuns []string `json:"paused_runs,omitempty"`
 }
 
+// Dispatching reports whether the queue may hand out a task now: not
+// paused, something ready, below its cap.
+func (q *QueueState) Dispatching() bool {
+	return q != nil && !q.Paused && q.Ready > 0 && (q.Concurrency == 0 || q.Running < q.Concurrency)
+}
+
 // Breaker states.
 const (
 	BreakerClosed   = "closed"
@@ -151,6 +161,19 @@ type Breaker struct {
 	OpenedAt int64  `json:"opened_at,omitempty"`
 	// Trial is the task dispatched while half-open; no other is until it ends.
 	Trial string `json:"trial,omitempty"`
+}
+
+// Allows reports whether a task of the breaker's type may be dispatched at
+// time now: closed; open but cooled down (the claim half-opens it); or
+// half-open with no trial out.
+func (b *Breaker) Allows(now, cooldown int64) bool {
+	switch b.State {
+	case BreakerOpen:
+		return now >= b.OpenedAt+cooldown
+	case BreakerHalfOpen:
+		return b.Trial == ""
+	}
+	return true
 }
 
 // Settings are cluster-wide knobs, replicated.

@@ -362,8 +362,8 @@ func TestFanOutFanIn(t *testing.T) {
 		t.Fatal("spawning completion rejected")
 	}
 	r, ts := h.run("r")
-	if r.TaskCount != 102 || len(ts) != 102 || ts["join"].State != domain.TaskPending || len(ts["join"].Deps) != 101 {
-		t.Fatalf("after spawn: count %d tasks %d join %+v", r.TaskCount, len(ts), ts["join"])
+	if r.Tasks() != 102 || len(ts) != 102 || ts["join"].State != domain.TaskPending || len(ts["join"].Deps) != 101 {
+		t.Fatalf("after spawn: count %d tasks %d join %+v", r.Tasks(), len(ts), ts["join"])
 	}
 	var claimed []Claimed
 	for len(claimed) < 100 {

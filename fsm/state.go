@@ -95,6 +95,12 @@ type modifiable interface{ setModifyIndex(uint64) }
 func (r *Run) setModifyIndex(i uint64)  { r.ModifyIndex = i }
 func (t *Task) setModifyIndex(i uint64) { t.ModifyIndex = i }
 
+// discard drops the caches unwritten (a failed Multi sub-command).
+func (a *applier) discard() {
+	a.runs, a.taskCache, a.queues, a.breakers = cache{}, cache{}, cache{}, cache{}
+	a.counters, a.settings, a.settingsDirty = nil, nil, false
+}
+
 // flush writes back changed records, counters and caches.
 func (a *applier) flush() {
 	for _, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
@@ -298,7 +304,7 @@ func (a *applier) stepTask(r *Run, t *Task, edge string, extra func(*Event)) {
 	must(err)
 	t.State = to
 	if r.Counts == nil {
-		r.Counts = map[domain.TaskState]int{}
+		r.Counts = domain.TaskCounts{}
 	}
 	r.Counts[from]--
 	if r.Counts[from] == 0 {
