@@ -148,20 +148,29 @@ func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, 
 		}
 		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
-		for {
-			changed := a.fsm.Changed()
+		// Every commit wakes every waiter: look at the small run record
+		// only, and read the tasks once, for the answer.
+		answer := func() (rpc.WaitResult, error) {
 			r, tasks, err := a.fsm.GetRun(id)
 			if err != nil {
 				return rpc.WaitResult{}, err
 			}
+			return rpc.WaitResult{Done: r.State.Done(), Run: toRun(r, tasks, nil)}, nil
+		}
+		for {
+			changed := a.fsm.Changed()
+			r, err := a.fsm.GetRunOnly(id)
+			if err != nil {
+				return rpc.WaitResult{}, err
+			}
 			if r.State.Done() || !time.Now().Before(deadline) {
-				return rpc.WaitResult{Done: r.State.Done(), Run: toRun(r, tasks, nil)}, nil
+				return answer()
 			}
 			select {
 			case <-changed:
 			case <-timer.C:
 			case <-ctx.Done():
-				return rpc.WaitResult{Done: false, Run: toRun(r, tasks, nil)}, nil
+				return answer()
 			}
 		}
 	})
