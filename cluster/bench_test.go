@@ -31,7 +31,7 @@ func startTCPCluster(b *testing.B) []*Node {
 	base := b.TempDir()
 	var peers []Peer
 	for i := 0; i < 3; i++ {
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Address: freeAddrB(b)})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), Address: freeAddr(b)})
 	}
 	var nodes []*Node
 	for i, p := range peers {
@@ -54,8 +54,6 @@ func startTCPCluster(b *testing.B) []*Node {
 	}
 	return nodes
 }
-
-func freeAddrB(b *testing.B) string { return freeAddr(nil) }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -160,7 +158,7 @@ func BenchmarkRawRaft(b *testing.B) {
 			base := b.TempDir()
 			var servers []raft.Server
 			for i := 0; i < 3; i++ {
-				servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprint("n", i)), Address: raft.ServerAddress(freeAddr(nil))})
+				servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprint("n", i)), Address: raft.ServerAddress(freeAddr(b))})
 			}
 			var rafts []*raft.Raft
 			for i, s := range servers {

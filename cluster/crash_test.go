@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
+	"github.com/flowd/flowd/internal/testutil"
 	"os"
 	"os/exec"
 	"strconv"
@@ -90,14 +90,7 @@ func crashChild(dir, addr string, compact bool) {
 	select {}
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", testutil.Port(t)) }
 
 func TestCrashRestartAppliesNothingTwice(t *testing.T) {
 	for _, compact := range []bool{false, true} {

@@ -96,16 +96,28 @@ func TestSubmitClaimCompleteThroughFollowers(t *testing.T) {
 	if err != nil || !w.Done || w.Run.State != domain.RunSucceeded {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
-	// Every node reports the same final state.
-	var digests []string
+	// Every node reports the same final state: each applies up to the
+	// leader's last index, then all digests agree.
+	leader, _ := followers(agents)
+	target := leader.fsm.AppliedIndex()
+	var first string
 	for _, a := range agents {
-		d, err := client(t, a).Digest(ctx)
+		if err := a.node.WaitForApplied(ctx, target); err != nil {
+			t.Fatal(err)
+		}
+		d, idx, err := a.fsm.Digest()
 		if err != nil {
 			t.Fatal(err)
 		}
-		digests = append(digests, fmt.Sprintf("%d:%s", d.AppliedIndex, d.Digest))
+		if idx != target {
+			t.Fatalf("%s at index %d, leader at %d (an entry arrived meanwhile?)", a.cfg.NodeID, idx, target)
+		}
+		if first == "" {
+			first = d
+		} else if d != first {
+			t.Fatalf("%s diverged at index %d", a.cfg.NodeID, idx)
+		}
 	}
-	_ = digests
 }
 
 func TestHTTPHealthAndMetrics(t *testing.T) {

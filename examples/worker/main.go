@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -230,5 +231,5 @@ func decodeDep(t *worker.Task, key string, v any) error {
 	if !ok {
 		return fmt.Errorf("missing result of dependency %q", key)
 	}
-	return jsonUnmarshal(raw, v)
+	return json.Unmarshal(raw, v)
 }

@@ -107,6 +107,8 @@ func TestRunLifecycleIsLinearizable(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var history []porcupine.Operation
+	answered := 0
+	progress := make(chan struct{}, 1)
 	record := func(client int, in linInput, call time.Time, out linOutput) {
 		ret := time.Now().UnixNano()
 		if out.Unknown {
@@ -114,7 +116,34 @@ func TestRunLifecycleIsLinearizable(t *testing.T) {
 		}
 		mu.Lock()
 		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call.UnixNano(), Output: out, Return: ret})
+		if !out.Unknown {
+			answered++
+		}
 		mu.Unlock()
+		select {
+		case progress <- struct{}{}:
+		default:
+		}
+	}
+	// waitAnswered blocks until n more operations got an answer.
+	waitAnswered := func(n int) {
+		mu.Lock()
+		goal := answered + n
+		mu.Unlock()
+		deadline := time.After(30 * time.Second)
+		for {
+			mu.Lock()
+			done := answered >= goal
+			mu.Unlock()
+			if done {
+				return
+			}
+			select {
+			case <-progress:
+			case <-deadline:
+				t.Fatalf("fewer than %d operations answered in 30s", n)
+			}
+		}
 	}
 	outcome := func(err error) (linOutput, bool) {
 		var ce *rpc.ConnError
@@ -129,7 +158,7 @@ func TestRunLifecycleIsLinearizable(t *testing.T) {
 			return linOutput{Unknown: true}, false
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	for w := 0; w < 6; w++ {
@@ -199,12 +228,15 @@ func TestRunLifecycleIsLinearizable(t *testing.T) {
 		}(w)
 	}
 	// Chaos: kill the leader, let the others go on, bring it back.
-	time.Sleep(2 * time.Second) // let some history build up first
+	waitAnswered(1000) // some history before the crash
 	leader := c.waitLeader()
 	c.kill9(leader)
 	c.waitLeader(leader)
-	time.Sleep(1500 * time.Millisecond)
+	waitAnswered(1000) // the survivors go on
 	c.restart(leader)
+	c.waitLeader()
+	waitAnswered(1000) // and with the node back
+	cancel()
 	wg.Wait()
 	known := 0
 	for _, op := range history {

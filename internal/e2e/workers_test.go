@@ -212,12 +212,19 @@ func TestWorkerReconnectsAfterAgentRestart(t *testing.T) {
 	if r := waitRun(t, others, id2, 30*time.Second); r.State != domain.RunSucceeded {
 		t.Fatalf("after the worker's agent died: %s", r.State)
 	}
+	if tk := task(t, others, id2+"/load"); len(tk.Attempts) == 0 || tk.Attempts[len(tk.Attempts)-1].Worker != "wr" {
+		t.Fatalf("load was not run by the reconnected worker: %+v", tk.Attempts)
+	}
+	select {
+	case err := <-w.exited:
+		t.Fatalf("the worker exited when its agent died: %v", err)
+	default:
+	}
 	c.restart(first)
 	id3 := submit(t, cl, workflow(t, "flaky.yaml"))
 	if r := waitRun(t, cl, id3, 30*time.Second); r.State != domain.RunSucceeded {
 		t.Fatalf("after restart: %s", r.State)
 	}
-	_ = w
 }
 
 func TestHandlerPanicFailsTaskWorkerLivesOn(t *testing.T) {
