@@ -175,9 +175,16 @@ func (c *Client) call(ctx context.Context, method string, params, result any, id
 }
 
 func (c *Client) delay(attempt int, err error) time.Duration {
-	ceil := c.opts.BackoffCap
+	return Backoff(attempt, c.opts.BackoffBase, c.opts.BackoffCap, err)
+}
+
+// Backoff is the delay before retry number attempt (0-based): exponential
+// from base with full jitter, uniform in [0, min(ceiling, base*2^attempt)],
+// and never shorter than the retry_after_ms of a -32004 answer.
+func Backoff(attempt int, base, ceiling time.Duration, err error) time.Duration {
+	ceil := ceiling
 	if attempt < 30 {
-		ceil = min(ceil, c.opts.BackoffBase<<attempt)
+		ceil = min(ceil, base<<attempt)
 	}
 	d := rand.N(ceil + 1)
 	var pe *Error

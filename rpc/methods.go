@@ -12,6 +12,22 @@ import (
 // a lost claim reply leases tasks nobody runs (they come back when the
 // lease expires).
 
+// call makes one typed call.
+func call[R any](ctx context.Context, do func(context.Context, string, any, any) error, method string, params any) (*R, error) {
+	var out R
+	err := do(ctx, method, params, &out)
+	return &out, err
+}
+
+// idempotentIf picks CallIdempotent when the call names what it creates
+// (so repeating it cannot create it twice), Call otherwise.
+func (c *Client) idempotentIf(named bool) func(context.Context, string, any, any) error {
+	if named {
+		return c.CallIdempotent
+	}
+	return c.Call
+}
+
 // Hello checks the protocol version; a mismatch is an error telling the
 // user what to upgrade.
 func (c *Client) Hello(ctx context.Context, client string) (*HelloResult, error) {
@@ -29,58 +45,42 @@ func (c *Client) Hello(ctx context.Context, client string) (*HelloResult, error)
 // Submit submits a workflow. p.ID should be set (a UUIDv7) so a retry after
 // a failover cannot create the run twice; the CLI and SDK always set it.
 func (c *Client) Submit(ctx context.Context, p SubmitParams) (*SubmitResult, error) {
-	var out SubmitResult
-	call := c.Call
-	if p.ID != "" {
-		call = c.CallIdempotent
-	}
-	return &out, call(ctx, MethodRunSubmit, p, &out)
+	return call[SubmitResult](ctx, c.idempotentIf(p.ID != ""), MethodRunSubmit, p)
 }
 
 // GetRun returns a run with its tasks.
 func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
-	var out Run
-	return &out, c.CallIdempotent(ctx, MethodRunGet, IDParams{ID: id}, &out)
+	return call[Run](ctx, c.CallIdempotent, MethodRunGet, IDParams{ID: id})
 }
 
 // ListRuns lists runs newest first.
 func (c *Client) ListRuns(ctx context.Context, p ListParams) (*ListResult, error) {
-	var out ListResult
-	return &out, c.CallIdempotent(ctx, MethodRunList, p, &out)
+	return call[ListResult](ctx, c.CallIdempotent, MethodRunList, p)
 }
 
 // WaitRun blocks until the run is done or timeoutMS passes.
 func (c *Client) WaitRun(ctx context.Context, id string, timeoutMS int64) (*WaitResult, error) {
-	var out WaitResult
-	return &out, c.CallIdempotent(ctx, MethodRunWait, WaitParams{ID: id, TimeoutMS: timeoutMS}, &out)
+	return call[WaitResult](ctx, c.CallIdempotent, MethodRunWait, WaitParams{ID: id, TimeoutMS: timeoutMS})
 }
 
 // RunVerb calls run.cancel, run.interrupt, run.resume or run.revert.
 func (c *Client) RunVerb(ctx context.Context, method, id, reason string) (*ChangedResult, error) {
-	var out ChangedResult
-	return &out, c.CallIdempotent(ctx, method, VerbParams{ID: id, Reason: reason}, &out)
+	return call[ChangedResult](ctx, c.CallIdempotent, method, VerbParams{ID: id, Reason: reason})
 }
 
 // Replay starts a new run from a run's frozen spec.
 func (c *Client) Replay(ctx context.Context, p ReplayParams) (*SubmitResult, error) {
-	var out SubmitResult
-	call := c.Call
-	if p.NewID != "" {
-		call = c.CallIdempotent
-	}
-	return &out, call(ctx, MethodRunReplay, p, &out)
+	return call[SubmitResult](ctx, c.idempotentIf(p.NewID != ""), MethodRunReplay, p)
 }
 
 // RunStats returns per-task timing of a run.
 func (c *Client) RunStats(ctx context.Context, id string) (*RunStats, error) {
-	var out RunStats
-	return &out, c.CallIdempotent(ctx, MethodRunStats, IDParams{ID: id}, &out)
+	return call[RunStats](ctx, c.CallIdempotent, MethodRunStats, IDParams{ID: id})
 }
 
 // GetTask returns one task with its attempt history.
 func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
-	var out Task
-	return &out, c.CallIdempotent(ctx, MethodTaskGet, TaskIDParams{ID: id}, &out)
+	return call[Task](ctx, c.CallIdempotent, MethodTaskGet, TaskIDParams{ID: id})
 }
 
 // Claim long-polls for tasks.
@@ -91,58 +91,49 @@ func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 
 // Heartbeat extends a lease; Accepted false means the lease is lost.
 func (c *Client) Heartbeat(ctx context.Context, taskID string, token uint64) (*AckResult, error) {
-	var out AckResult
-	return &out, c.CallIdempotent(ctx, MethodTaskHeartbeat, HeartbeatParams{TaskID: taskID, FencingToken: token}, &out)
+	return call[AckResult](ctx, c.CallIdempotent, MethodTaskHeartbeat, HeartbeatParams{TaskID: taskID, FencingToken: token})
 }
 
 // Complete records a task's result; Accepted false means the token is stale.
 func (c *Client) Complete(ctx context.Context, p CompleteParams) (*AckResult, error) {
-	var out AckResult
-	return &out, c.CallIdempotent(ctx, MethodTaskComplete, p, &out)
+	return call[AckResult](ctx, c.CallIdempotent, MethodTaskComplete, p)
 }
 
 // Fail records a failed attempt; Accepted false means the token is stale.
 func (c *Client) Fail(ctx context.Context, p FailParams) (*AckResult, error) {
-	var out AckResult
-	return &out, c.CallIdempotent(ctx, MethodTaskFail, p, &out)
+	return call[AckResult](ctx, c.CallIdempotent, MethodTaskFail, p)
 }
 
 // Status returns the connected node's view of the cluster.
 func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
-	var out ClusterStatus
-	return &out, c.CallIdempotent(ctx, MethodClusterStatus, struct{}{}, &out)
+	return call[ClusterStatus](ctx, c.CallIdempotent, MethodClusterStatus, struct{}{})
 }
 
 // Stats returns cluster-wide statistics.
 func (c *Client) Stats(ctx context.Context) (*ClusterStats, error) {
-	var out ClusterStats
-	return &out, c.CallIdempotent(ctx, MethodClusterStats, struct{}{}, &out)
+	return call[ClusterStats](ctx, c.CallIdempotent, MethodClusterStats, struct{}{})
 }
 
 // Digest returns the connected node's state digest and applied index.
 func (c *Client) Digest(ctx context.Context) (*DigestResult, error) {
-	var out DigestResult
-	return &out, c.CallIdempotent(ctx, MethodClusterDigest, struct{}{}, &out)
+	return call[DigestResult](ctx, c.CallIdempotent, MethodClusterDigest, struct{}{})
 }
 
 // Events lists retained events.
 func (c *Client) Events(ctx context.Context, p EventsListParams) (*EventsListResult, error) {
-	var out EventsListResult
-	return &out, c.CallIdempotent(ctx, MethodEventsList, p, &out)
+	return call[EventsListResult](ctx, c.CallIdempotent, MethodEventsList, p)
 }
 
 // Subscribe starts an event stream on the current connection; events
 // arrive through OnNotify as NotifyEvent. After a reconnect the caller must
 // subscribe again (from the last index it saw + 1).
 func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*SubscribeResult, error) {
-	var out SubscribeResult
-	return &out, c.Call(ctx, MethodEventsSub, p, &out)
+	return call[SubscribeResult](ctx, c.Call, MethodEventsSub, p)
 }
 
 // Queues lists queues and breakers.
 func (c *Client) Queues(ctx context.Context) (*QueueListResult, error) {
-	var out QueueListResult
-	return &out, c.CallIdempotent(ctx, MethodQueueList, struct{}{}, &out)
+	return call[QueueListResult](ctx, c.CallIdempotent, MethodQueueList, struct{}{})
 }
 
 // QueuePause pauses (pause=true) or resumes a queue, globally or for a run.
@@ -157,26 +148,22 @@ func (c *Client) QueuePause(ctx context.Context, name, runID string, pause bool)
 
 // QueueSet sets a queue's concurrency cap (0 = unlimited).
 func (c *Client) QueueSet(ctx context.Context, name string, concurrency int) (*ChangedResult, error) {
-	var out ChangedResult
-	return &out, c.CallIdempotent(ctx, MethodQueueSet, QueueSetParams{Name: name, Concurrency: concurrency}, &out)
+	return call[ChangedResult](ctx, c.CallIdempotent, MethodQueueSet, QueueSetParams{Name: name, Concurrency: concurrency})
 }
 
 // Settings returns the replicated settings.
 func (c *Client) Settings(ctx context.Context) (*Settings, error) {
-	var out Settings
-	return &out, c.CallIdempotent(ctx, MethodSettingsGet, struct{}{}, &out)
+	return call[Settings](ctx, c.CallIdempotent, MethodSettingsGet, struct{}{})
 }
 
 // SetSettings changes the given settings and returns all of them.
 func (c *Client) SetSettings(ctx context.Context, s Settings) (*Settings, error) {
-	var out Settings
-	return &out, c.CallIdempotent(ctx, MethodSettingsSet, s, &out)
+	return call[Settings](ctx, c.CallIdempotent, MethodSettingsSet, s)
 }
 
 // Workers lists the workers the leader has seen recently.
 func (c *Client) Workers(ctx context.Context) (*WorkersResult, error) {
-	var out WorkersResult
-	return &out, c.CallIdempotent(ctx, MethodWorkersList, struct{}{}, &out)
+	return call[WorkersResult](ctx, c.CallIdempotent, MethodWorkersList, struct{}{})
 }
 
 // Raw calls any method with raw JSON params (flowd rpc).

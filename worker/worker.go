@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -301,15 +300,10 @@ func (w *Worker) releaseReserved(n int) {
 	}
 }
 
-// backoff is exponential with full jitter, capped at MaxBackoff.
+// backoff is exponential with full jitter from 100 ms, capped at
+// MaxBackoff, and honours an agent's retry_after_ms.
 func (w *Worker) backoff(attempt int, err error) time.Duration {
-	ceil := min(w.opts.MaxBackoff, 100*time.Millisecond<<min(attempt, 20))
-	d := time.Duration(rand.Int64N(int64(ceil) + 1))
-	var re *rpc.Error
-	if errors.As(err, &re) {
-		d = max(d, re.RetryAfter())
-	}
-	return d
+	return rpc.Backoff(attempt, 100*time.Millisecond, w.opts.MaxBackoff, err)
 }
 
 func (w *Worker) hello(ctx context.Context) error {
