@@ -151,13 +151,11 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 func (a *Agent) stopCtx() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		<-a.nodeStopped()
+		<-a.node.Stopped()
 		cancel()
 	}()
 	return ctx
 }
-
-func (a *Agent) nodeStopped() <-chan struct{} { return a.node.Stopped() }
 
 // Node returns the agent's cluster node.
 func (a *Agent) Node() *cluster.Node { return a.node }

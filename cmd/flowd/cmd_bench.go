@@ -189,7 +189,7 @@ func runBench(c *cli.Context) error {
 		return fmt.Errorf("only %d of %d tasks completed", done.Load(), rep.Tasks)
 	}
 	if jsonOut(c) {
-		return writeJSON(c.App.Writer, rep)
+		return printJSON(c.App.Writer, rep)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "submit:   %d tasks in %.2fs = %.0f tasks/s\n", rep.Tasks, rep.SubmitSeconds, rep.SubmitTasksSec)
@@ -199,12 +199,6 @@ func runBench(c *cli.Context) error {
 		fmt.Fprintf(w, "rejected: %d completions (lost leases)\n", rep.Rejected)
 	}
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // rotate starts the endpoint list at i, spreading clients over the nodes.
