@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -165,5 +166,30 @@ func TestOnlyTheFSMWritesState(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// flush stamps and encodes a changed record once, recognising an unchanged
+// one by its encoding up to "modify_index": that must stay the last field.
+func TestModifyIndexIsTheLastField(t *testing.T) {
+	for _, v := range []any{Run{}, Task{}} {
+		typ := reflect.TypeOf(v)
+		last := typ.Field(typ.NumField() - 1)
+		if last.Name != "ModifyIndex" || last.Tag.Get("json") != "modify_index" {
+			t.Fatalf("%s ends with %s; flush relies on ModifyIndex being last", typ.Name(), last.Name)
+		}
+	}
+	h := newHarness(t)
+	h.submit("r", `{"tasks":[{"key":"a","type":"t","input":{"modify_index":1}}]}`)
+	r, _ := h.run("r")
+	created := r.ModifyIndex
+	h.ok(&Noop{})
+	h.ok(&Heartbeat{TaskID: "r/a", Token: 99}) // loads the task, changes nothing
+	if _, ts := h.run("r"); ts["a"].ModifyIndex != created {
+		t.Fatalf("an unchanged task was rewritten: modify index %d -> %d", created, ts["a"].ModifyIndex)
+	}
+	h.claimOne("w")
+	if _, ts := h.run("r"); ts["a"].ModifyIndex != h.index {
+		t.Fatalf("a changed task kept modify index %d (entry %d)", ts["a"].ModifyIndex, h.index)
 	}
 }
