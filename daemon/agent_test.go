@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/flowd/flowd/internal/testutil"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -163,5 +164,46 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Fatalf("metrics lack %q", want)
 		}
+	}
+}
+
+// eventually waits (bounded) for an in-process condition that has no event
+// to wait on.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A long-poll claim forwarded from a follower is held at the leader on a
+// connection of its own; when the worker goes away the leader stops holding
+// it, so no task is leased to the departed worker.
+func TestAbandonedForwardedClaimIsDropped(t *testing.T) {
+	agents := startAgents(t, 3)
+	leader, fs := followers(agents)
+	conn, err := net.Dial("unix", fs[0].cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"task.claim","params":{"worker_id":"ghost","wait_ms":30000}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leader holds the forwarded claim", func() bool { return leader.node.WaitingClaims() == 1 })
+	conn.Close()
+	eventually(t, "the leader drops the abandoned claim", func() bool { return leader.node.WaitingClaims() == 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := client(t, leader)
+	if _, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "real", WaitMS: 3000})
+	if err != nil || len(got) != 1 || got[0].Attempt != 1 {
+		t.Fatalf("claim after the ghost left: %+v %v", got, err)
 	}
 }

@@ -102,6 +102,16 @@ func (f *forwarder) close() {
 	f.idle = map[string][]*rpc.Conn{}
 }
 
+type exclusiveKey struct{}
+
+// withExclusiveForward asks onLeader to forward on a connection of the
+// call's own (see callExclusive): for long polls held on a client's behalf.
+func withExclusiveForward(ctx context.Context) context.Context {
+	return context.WithValue(ctx, exclusiveKey{}, true)
+}
+
+func exclusiveForward(ctx context.Context) bool { return ctx.Value(exclusiveKey{}) != nil }
+
 // maxIdleExclusive bounds the spare connections kept per leader.
 const maxIdleExclusive = 32
 
@@ -177,7 +187,7 @@ func onLeader[R any](ctx context.Context, a *Agent, method string, params any, l
 		default:
 			var out R
 			var err error
-			if method == rpc.MethodTaskClaim {
+			if exclusiveForward(ctx) {
 				err = a.fwd.callExclusive(ctx, addr, method, params, &out)
 			} else {
 				var c *rpc.Conn

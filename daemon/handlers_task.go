@@ -65,7 +65,7 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	defer stopWaiting()
 	// Forwarded, the wait rides on a connection of its own that is closed
 	// when the client goes away, which ends the leader's wait too.
-	fwdCtx, stopForward := context.WithCancel(ctx)
+	fwdCtx, stopForward := context.WithCancel(withExclusiveForward(ctx))
 	defer stopForward()
 	if gone := rpc.InputClosed(ctx); gone != nil {
 		go func() {
