@@ -29,19 +29,11 @@ type IndexedStore struct {
 // hotPrefixes are mirrored in memory.
 var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, []byte("m/")}
 
+// isHot reports whether key (or every key under a scan prefix) lies in a
+// hot prefix.
 func isHot(key []byte) bool {
 	for _, p := range hotPrefixes {
 		if bytes.HasPrefix(key, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// hotRange reports whether a scan of prefix stays inside one hot prefix.
-func hotRange(prefix []byte) bool {
-	for _, p := range hotPrefixes {
-		if bytes.HasPrefix(prefix, p) {
 			return true
 		}
 	}
@@ -146,7 +138,7 @@ func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
 // scan (digest, snapshot), reads the durable store, which holds the same
 // values for hot keys as the mirror.
 func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
-	if len(prefix) > 0 && hotRange(prefix) {
+	if len(prefix) > 0 && isHot(prefix) {
 		return r.mem.Scan(prefix, start, reverse, fn)
 	}
 	return r.inner.Scan(prefix, start, reverse, fn)
