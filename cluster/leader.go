@@ -148,7 +148,7 @@ func (n *Node) deadlineLoop(ctx context.Context) {
 		if err != nil {
 			n.log.Error("read deadlines", "err", err)
 		}
-		now := max(n.cfg.Clock().UnixMilli(), n.fsm.Now())
+		now := max(n.cfg.Clock().UnixMilli(), d.Now)
 		proposed := false
 		if d.Lease != 0 && d.Lease <= now {
 			proposed = n.proposeLoopCmd(ctx, &fsm.Reap{})

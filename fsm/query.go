@@ -429,6 +429,8 @@ func (f *FSM) Digest() (string, uint64, error) {
 // breaker cool-down end (0 = none).
 type Deadlines struct {
 	Lease, Wake, Breaker int64
+	// Now is the FSM clock in the same view.
+	Now int64
 }
 
 // NextDeadlines reads the earliest deadlines from the indexes.
@@ -444,6 +446,9 @@ func (f *FSM) NextDeadlines() (Deadlines, error) {
 			return at
 		}
 		d.Lease, d.Wake = first(pfxLease), first(pfxWake)
+		if v, _, err := r.Get(keyNow); err == nil {
+			d.Now = int64(getU64(v))
+		}
 		s, _ := getJSON[Settings](r, keySettings)
 		if s == nil {
 			s = &Settings{}
