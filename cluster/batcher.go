@@ -9,12 +9,18 @@ import (
 	"github.com/flowd/flowd/fsm/domain"
 )
 
-// Group commit. Concurrent small commands (completions, failures,
-// heartbeats) are coalesced into one fsm.Multi entry: while one entry is in
-// flight the next requests queue up, and the next flush proposes them all
-// at once. A lone request is proposed at once, so an idle cluster adds no
-// latency; a busy one spends one raft entry (one fsync, one FSM
-// transaction) on many commands.
+// Group commit. Concurrent commands (submits, the dispatcher's claims,
+// completions, failures, heartbeats) are coalesced into one fsm.Multi entry:
+// while maxFlushers entries are in flight the next requests queue up, and
+// the next flush proposes them all at once. A lone request is proposed at
+// once, so an idle cluster adds no latency; a busy one spends one raft entry
+// (one bolt write and fsync per node, one FSM transaction per node) on many
+// commands. Commands are encoded on the caller's goroutine, so the single
+// flushing goroutine only frames bytes.
+//
+// A group is closed before it outgrows one entry: at most maxGroup commands
+// and maxGroupBytes of encoded commands (a command larger than that goes
+// alone), so grouping never turns valid requests into an oversized entry.
 type batcher struct {
 	n        *Node
 	mu       sync.Mutex
@@ -26,10 +32,15 @@ type batcher struct {
 const maxFlushers = 2
 
 // maxGroup bounds the commands in one Multi entry.
-const maxGroup = 256
+const maxGroup = 512
+
+// maxGroupBytes bounds the encoded commands in one Multi entry. What an
+// entry writes is about its commands' size plus records and indexes; half
+// of the FSM's per-entry write limit leaves room for that.
+const maxGroupBytes = fsm.MaxEntryWriteBytes / 4
 
 type groupReq struct {
-	cmd  fsm.Command
+	buf  []byte
 	done chan groupResp
 }
 
@@ -39,13 +50,21 @@ type groupResp struct {
 	err error
 }
 
+var groupReqPool = sync.Pool{New: func() any { return &groupReq{done: make(chan groupResp, 1)} }}
+
 // ProposeGrouped proposes cmd, possibly together with concurrent commands
 // in one Multi entry. It returns cmd's own result or error.
 func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64, error) {
 	if !n.IsLeader() {
 		return nil, 0, n.notLeader()
 	}
-	r := &groupReq{cmd: cmd, done: make(chan groupResp, 1)}
+	cmd.Stamp(n.cfg.Clock().UnixMilli())
+	buf, err := fsm.Encode(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	r := groupReqPool.Get().(*groupReq)
+	r.buf = buf
 	b := n.batch
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
@@ -56,8 +75,11 @@ func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64
 	b.mu.Unlock()
 	select {
 	case out := <-r.done:
+		r.buf = nil
+		groupReqPool.Put(r)
 		return out.res, out.idx, out.err
 	case <-ctx.Done():
+		// r is answered later by the flusher; it is not reused.
 		return nil, 0, &domain.UnavailableError{Reason: "the command did not commit in time; its outcome is unknown", RetryAfter: 250 * time.Millisecond}
 	}
 }
@@ -65,14 +87,25 @@ func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64
 func (b *batcher) flush() {
 	for {
 		b.mu.Lock()
-		n := min(len(b.queue), maxGroup)
+		n, size := 0, 0
+		for n < len(b.queue) && n < maxGroup {
+			l := len(b.queue[n].buf)
+			if n > 0 && size+l > maxGroupBytes {
+				break
+			}
+			size += l
+			n++
+		}
 		if n == 0 {
 			b.flushing--
 			b.mu.Unlock()
 			return
 		}
-		batch := b.queue[:n:n]
-		b.queue = b.queue[n:]
+		batch := make([]*groupReq, n)
+		copy(batch, b.queue)
+		rest := copy(b.queue, b.queue[n:])
+		clear(b.queue[rest:])
+		b.queue = b.queue[:rest]
 		b.mu.Unlock()
 		b.propose(batch)
 	}
@@ -82,32 +115,34 @@ func (b *batcher) propose(batch []*groupReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if len(batch) == 1 {
-		res, idx, err := b.n.Propose(ctx, batch[0].cmd)
+		res, idx, err := b.n.proposeEncoded(ctx, batch[0].buf)
 		batch[0].done <- groupResp{res, idx, err}
 		return
 	}
-	now := b.n.cfg.Clock().UnixMilli()
 	multi := &fsm.Multi{Cmds: make([][]byte, len(batch))}
+	multi.Stamp(b.n.cfg.Clock().UnixMilli())
 	for i, r := range batch {
-		r.cmd.Stamp(now)
-		buf, err := fsm.Encode(r.cmd)
-		if err != nil {
-			multi.Cmds[i] = nil
-			continue
-		}
-		multi.Cmds[i] = buf
+		multi.Cmds[i] = r.buf
 	}
-	res, idx, err := b.n.Propose(ctx, multi)
+	buf, _ := fsm.Encode(multi) // the binary framing cannot fail
+	res, idx, err := b.n.proposeEncoded(ctx, buf)
+	var results []any
+	if err == nil {
+		if mr, ok := res.(*fsm.MultiResult); ok && len(mr.Results) == len(batch) {
+			results = mr.Results
+		} else {
+			err = &domain.UnavailableError{Reason: "group commit entry answered without per-command results; its outcome is unknown", RetryAfter: 250 * time.Millisecond}
+		}
+	}
 	for i, r := range batch {
 		switch {
 		case err != nil:
 			r.done <- groupResp{nil, idx, err}
 		default:
-			sub := res.(*fsm.MultiResult).Results[i]
-			if e, ok := sub.(error); ok {
+			if e, ok := results[i].(error); ok {
 				r.done <- groupResp{nil, idx, e}
 			} else {
-				r.done <- groupResp{sub, idx, nil}
+				r.done <- groupResp{results[i], idx, nil}
 			}
 		}
 	}

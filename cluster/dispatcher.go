@@ -188,7 +188,7 @@ func (d *Dispatcher) propose(ctx context.Context, batch []*waiter) {
 		cmd.Waiters[i] = wt.w
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	res, idx, err := d.n.Propose(pctx, cmd)
+	res, idx, err := d.n.ProposeGrouped(pctx, cmd)
 	cancel()
 	d.mu.Lock()
 	defer d.mu.Unlock()

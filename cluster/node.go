@@ -405,6 +405,15 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (any, uint64, error
 	if err != nil {
 		return nil, 0, err
 	}
+	return n.proposeEncoded(ctx, buf)
+}
+
+// proposeEncoded replicates an encoded, stamped command (see Propose).
+func (n *Node) proposeEncoded(ctx context.Context, buf []byte) (any, uint64, error) {
+	if n.raft.State() != raft.Leader {
+		return nil, 0, n.notLeader()
+	}
+	var err error
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(dl), time.Millisecond)

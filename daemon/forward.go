@@ -24,10 +24,14 @@ type forwarder struct {
 	conns map[string]*rpc.Conn
 	dials map[string]*sync.Mutex // one dial per address at a time
 	idle  map[string][]*rpc.Conn // spare connections for exclusive calls
+	// published caches the forwarding address a leader published (reading
+	// it from the state store costs a store transaction per forward); it is
+	// dropped when a forward to it fails.
+	published map[string]string
 }
 
 func newForwarder(a *Agent) *forwarder {
-	return &forwarder{a: a, conns: map[string]*rpc.Conn{}, dials: map[string]*sync.Mutex{}, idle: map[string][]*rpc.Conn{}}
+	return &forwarder{a: a, conns: map[string]*rpc.Conn{}, dials: map[string]*sync.Mutex{}, idle: map[string][]*rpc.Conn{}, published: map[string]string{}}
 }
 
 // leaderAddr returns the leader's id and forwarding address.
@@ -36,11 +40,27 @@ func (f *forwarder) leaderAddr() (string, string) {
 	if id == "" {
 		return "", ""
 	}
+	f.mu.Lock()
+	addr, ok := f.published[id]
+	f.mu.Unlock()
+	if ok {
+		return id, addr
+	}
 	if meta := f.a.node.NodeMeta(id); meta["forward"] != "" {
+		f.mu.Lock()
+		f.published[id] = meta["forward"]
+		f.mu.Unlock()
 		return id, meta["forward"]
 	}
-	addr, _ := DeriveForwardAddr(raftAddr)
+	addr, _ = DeriveForwardAddr(raftAddr)
 	return id, addr
+}
+
+// forget drops the cached published address of node id.
+func (f *forwarder) forget(id string) {
+	f.mu.Lock()
+	delete(f.published, id)
+	f.mu.Unlock()
 }
 
 func (f *forwarder) live(addr string) *rpc.Conn {
@@ -202,6 +222,7 @@ func onLeader[R any](ctx context.Context, a *Agent, method string, params any, l
 			if !errors.Is(err, domain.ErrUnavailable) && !errors.Is(err, rpc.ErrClosed) {
 				return zero, err // a real answer from the leader
 			}
+			a.fwd.forget(id)
 			a.log.Debug("forward failed; retrying", "method", method, "leader", id, "addr", addr, "err", err)
 		}
 		if ctx.Err() != nil {

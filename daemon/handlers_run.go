@@ -46,7 +46,7 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
-		res, idx, err := a.node.Propose(ctx, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull})
+		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull})
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}

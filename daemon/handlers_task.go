@@ -87,7 +87,7 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 			if !a.fsm.HasReady(w, max(time.Now().UnixMilli(), a.fsm.Now())) {
 				return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
 			}
-			res, _, err := a.node.Propose(ctx, &fsm.Claim{Waiters: []fsm.Waiter{w}})
+			res, _, err := a.node.ProposeGrouped(ctx, &fsm.Claim{Waiters: []fsm.Waiter{w}})
 			if err != nil {
 				return rpc.ClaimResult{}, err
 			}

@@ -33,6 +33,9 @@ const (
 	MsgMulti       MsgType = 17
 	MsgNoop        MsgType = 18
 	MsgNodeInfo    MsgType = 19
+	// MsgBatch is Multi in its binary framing (see appendBatch); Encode
+	// writes a Multi as MsgBatch, Decode reads both.
+	MsgBatch MsgType = 20
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -43,7 +46,7 @@ var msgNames = map[MsgType]string{
 	MsgFail: "fail", MsgReap: "reap", MsgTick: "tick", MsgCancelRun: "cancel", MsgInterrupt: "interrupt",
 	MsgResume: "resume", MsgRevert: "revert", MsgReplay: "replay", MsgQueueSet: "queue_set",
 	MsgQueuePause: "queue_pause", MsgSettingsSet: "settings_set", MsgGC: "gc", MsgMulti: "multi",
-	MsgNoop: "noop", MsgNodeInfo: "node_info",
+	MsgNoop: "noop", MsgNodeInfo: "node_info", MsgBatch: "batch",
 }
 
 func (t MsgType) String() string {
@@ -219,6 +222,9 @@ var ErrBadCommand = errors.New("bad command")
 
 // Encode renders a command as its type byte followed by JSON.
 func Encode(c Command) ([]byte, error) {
+	if m, ok := c.(*Multi); ok {
+		return appendBatch(make([]byte, 0, batchSize(m)), m), nil
+	}
 	body, err := marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", c.Type(), err)
@@ -265,6 +271,12 @@ func Decode(buf []byte) (Command, error) {
 		c = &GC{}
 	case MsgMulti:
 		c = &Multi{}
+	case MsgBatch:
+		m, err := decodeBatch(buf[1:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: batch payload: %v", ErrBadCommand, err)
+		}
+		return m, nil
 	case MsgNoop:
 		c = &Noop{}
 	case MsgNodeInfo:

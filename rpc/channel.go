@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // DefaultMaxLine is the default cap on one line (one request or batch) in
@@ -98,7 +100,16 @@ type serverChannel struct {
 	log          *slog.Logger
 	writeTimeout time.Duration
 
-	wmu sync.Mutex // serializes writes on conn
+	// Writes are coalesced: a sender appends its message to wbuf and, if
+	// no write is in progress, becomes the writer and writes everything
+	// queued (its own message and those appended meanwhile) in one syscall
+	// per round. wmu guards wbuf, wreplies, writing and werr.
+	wmu      sync.Mutex
+	wbuf     []byte // messages waiting for the writer, each ending in '\n'
+	wspare   []byte // the writer's previous buffer, reused
+	wreplies int64  // responses in wbuf
+	writing  bool
+	werr     error // the first write error; later sends fail with it
 
 	mu       sync.Mutex
 	expected int64 // replies owed for the lines handed to jrpc2
@@ -193,32 +204,65 @@ func (c *serverChannel) Send(msg []byte) error {
 		}
 		msg = b.Bytes()
 	}
-	n := repliesIn(msg)
-	err := c.write(msg)
-	c.mu.Lock()
-	if err != nil {
-		c.done = true
-	} else {
-		c.sent += int64(n)
+	return c.write(msg, repliesIn(msg))
+}
+
+// maxSpareWrite bounds the write buffer a connection keeps between writes.
+const maxSpareWrite = 64 << 10
+
+// write queues msg (holding replies responses) and writes the queue unless
+// another sender is already writing it. Replies count as sent once they
+// are on the connection.
+func (c *serverChannel) write(msg []byte, replies int) error {
+	c.wmu.Lock()
+	if c.werr != nil {
+		err := c.werr
+		c.wmu.Unlock()
+		return err
 	}
-	c.mu.Unlock()
-	c.poke()
+	c.wbuf = append(append(c.wbuf, msg...), '\n')
+	c.wreplies += int64(replies)
+	if c.writing {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.writing = true
+	var err error
+	for len(c.wbuf) > 0 && err == nil {
+		buf, n := c.wbuf, c.wreplies
+		c.wbuf, c.wreplies = c.wspare[:0], 0
+		c.wmu.Unlock()
+		if c.writeTimeout > 0 {
+			_ = c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		}
+		_, err = c.conn.Write(buf)
+		c.mu.Lock()
+		if err != nil {
+			c.done = true
+		} else {
+			c.sent += n
+		}
+		c.mu.Unlock()
+		c.poke()
+		c.wmu.Lock()
+		if cap(buf) <= maxSpareWrite {
+			c.wspare = buf
+		} else {
+			c.wspare = nil
+		}
+	}
+	c.writing = false
+	if err != nil {
+		c.werr = err
+		c.wbuf, c.wspare = nil, nil
+	}
+	c.wmu.Unlock()
 	if err != nil {
 		// A failed (possibly partial) write breaks the framing: end the
 		// connection so that jrpc2 stops too (it ignores Send errors).
 		c.log.Debug("rpc: write failed; closing the connection", "remote", c.conn.RemoteAddr(), "err", err)
 		c.conn.Close()
 	}
-	return err
-}
-
-func (c *serverChannel) write(msg []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.writeTimeout > 0 {
-		_ = c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-	}
-	_, err := c.conn.Write(append(msg[:len(msg):len(msg)], '\n'))
 	return err
 }
 
@@ -234,7 +278,7 @@ func (c *serverChannel) writeError(code int, msg string, data any) {
 		ID json.RawMessage `json:"id"`
 		E  *Error          `json:"error"`
 	}{"2.0", json.RawMessage("null"), e})
-	if err := c.write(b); err != nil {
+	if err := c.write(b, 0); err != nil {
 		c.log.Debug("rpc: writing error response", "err", err)
 	}
 }
@@ -281,10 +325,16 @@ func repliesIn(msg []byte) int {
 // on error). A line that is not JSON is reported as an error.
 func expectedReplies(line []byte) (int, error) {
 	if line[0] != '[' {
-		if !json.Valid(line) {
-			return 0, jsonError(line)
+		// One decode validates and classifies the common single message;
+		// only a line that does not decode as an object is checked again.
+		var obj map[string]json.RawMessage
+		if gojson.Unmarshal(line, &obj) != nil || obj == nil {
+			if !json.Valid(line) {
+				return 0, jsonError(line)
+			}
+			return 1, nil // valid JSON but not an object: one error
 		}
-		if answered(line) {
+		if answeredObj(obj) {
 			return 1, nil
 		}
 		return 0, nil
@@ -325,6 +375,10 @@ func answered(m json.RawMessage) bool {
 	if json.Unmarshal(m, &obj) != nil || obj == nil {
 		return true
 	}
+	return answeredObj(obj)
+}
+
+func answeredObj(obj map[string]json.RawMessage) bool {
 	var v, method string
 	for k, val := range obj {
 		switch k {
