@@ -33,7 +33,7 @@ func (a *Agent) clusterStatus(context.Context, struct{}) (rpc.ClusterStatus, err
 	s := a.node.Status()
 	return rpc.ClusterStatus{NodeID: s.NodeID, LeaderID: s.LeaderID, State: strings.ToLower(s.State), Term: s.Term,
 		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: s.LastContact,
-		Peers: a.peers(), Version: a.cfg.Version}, nil
+		Peers: a.peers(), Version: a.cfg.Version, PID: os.Getpid()}, nil
 }
 
 func (a *Agent) clusterStats(context.Context, struct{}) (rpc.ClusterStats, error) {

@@ -334,6 +334,7 @@ type ClusterStatus struct {
 	LastContact  string `json:"last_contact,omitempty"`
 	Peers        []Peer `json:"peers"`
 	Version      string `json:"version,omitempty"`
+	PID          int    `json:"pid,omitempty"` // the agent's process id on its machine
 }
 
 // ClusterStats of cluster.stats.

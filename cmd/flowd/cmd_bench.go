@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,21 +28,45 @@ func init() { commands = append(commands, benchCommand) }
 
 var benchCommand = &cli.Command{
 	Name:  "bench",
-	Usage: "measure end-to-end throughput: submit tasks, then claim and complete them through the sockets",
-	Description: `Submits --tasks tasks (in runs of --per-run independent tasks), then runs
---workers concurrent workers that long-poll claims of up to --max tasks and
-complete each one, all through the agents' sockets, and reports tasks/s and
-latency percentiles. With --spawn it starts its own three-agent cluster
-(flowd dev, no demo workers) in a temporary directory first.
+	Usage: "measure end-to-end throughput and latency through the sockets (queue or burn-down workload)",
+	Description: `--mode queue (the default) is the job-queue workload: --producers
+producers submit --jobs one-task runs, one run.submit per job (a client-chosen
+UUIDv7 id, a --payload-byte JSON task input), while --workers workers
+long-poll task.claim (up to --claim-max tasks, wait_ms 1000) and complete
+each task with its fencing token; every producer and worker has its own
+connection, spread over the endpoints. Without --rate the producers submit as
+fast as they can (burst): it reports jobs/s (N / first submit to last
+completion ack) and submit->ack latency p50/p99/max. With --rate R the
+submits are scheduled open loop at R jobs/s (a late submit does not delay the
+next, beyond the producer pool): it reports the latency from each job's
+scheduled submit to its durable completion, and whether the cluster kept up
+(achieved jobs/s at least 95% of R). Both report raft entries per job (the
+leader's commit_index delta / N) and agent CPU per job (utime+stime from
+/proc/PID/stat of local agents, pids from --spawn or cluster.status; unknown
+when /proc/PID cannot be read), then check that every run succeeded.
+
+--mode burndown submits --tasks tasks first (in runs of --per-run independent
+tasks), then runs --workers workers that long-poll claims of up to --max tasks
+and complete each one, and reports tasks/s and latency percentiles.
+
+With --spawn it starts its own three-agent cluster (flowd dev, no demo
+workers) in a temporary directory first.
 
 Numbers on a shared machine are noisy: compare runs on the same machine, as
 ratios (e.g. against the raw raft benchmark in cluster/bench_test.go).`,
 	Flags: []cli.Flag{
-		&cli.IntFlag{Name: "tasks", Value: 20000, Usage: "tasks to run", EnvVars: []string{"FLOWD_BENCH_TASKS"}},
-		&cli.IntFlag{Name: "per-run", Value: 10, Usage: "independent tasks per run", EnvVars: []string{"FLOWD_BENCH_PER_RUN"}},
+		&cli.StringFlag{Name: "mode", Value: "queue", Usage: "workload: queue or burndown", EnvVars: []string{"FLOWD_BENCH_MODE"}},
+		&cli.IntFlag{Name: "jobs", Value: 10000, Usage: "queue: one-task runs to submit", EnvVars: []string{"FLOWD_BENCH_JOBS"}},
+		&cli.IntFlag{Name: "producers", Value: 8, Usage: "queue: concurrent producers (one run.submit per job)", EnvVars: []string{"FLOWD_BENCH_PRODUCERS"}},
+		&cli.IntFlag{Name: "claim-max", Value: 1, Usage: "queue: tasks per claim", EnvVars: []string{"FLOWD_BENCH_CLAIM_MAX"}},
+		&cli.Float64Flag{Name: "rate", Usage: "queue: submit open loop at this many jobs/s (0 = burst, as fast as the producers go)", EnvVars: []string{"FLOWD_BENCH_RATE"}},
+		&cli.IntFlag{Name: "payload", Value: 200, Usage: "queue: bytes of JSON task input per job", EnvVars: []string{"FLOWD_BENCH_PAYLOAD"}},
+		&cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Second, Usage: "queue: give up when no job completes for this long", EnvVars: []string{"FLOWD_BENCH_STALL_TIMEOUT"}},
+		&cli.IntFlag{Name: "tasks", Value: 20000, Usage: "burndown: tasks to run", EnvVars: []string{"FLOWD_BENCH_TASKS"}},
+		&cli.IntFlag{Name: "per-run", Value: 10, Usage: "burndown: independent tasks per run", EnvVars: []string{"FLOWD_BENCH_PER_RUN"}},
 		&cli.IntFlag{Name: "workers", Value: 64, Usage: "concurrent workers", EnvVars: []string{"FLOWD_BENCH_WORKERS"}},
-		&cli.IntFlag{Name: "max", Value: 8, Usage: "tasks per claim", EnvVars: []string{"FLOWD_BENCH_MAX"}},
-		&cli.IntFlag{Name: "submitters", Value: 32, Usage: "concurrent submitters", EnvVars: []string{"FLOWD_BENCH_SUBMITTERS"}},
+		&cli.IntFlag{Name: "max", Value: 8, Usage: "burndown: tasks per claim", EnvVars: []string{"FLOWD_BENCH_MAX"}},
+		&cli.IntFlag{Name: "submitters", Value: 32, Usage: "burndown: concurrent submitters", EnvVars: []string{"FLOWD_BENCH_SUBMITTERS"}},
 		&cli.BoolFlag{Name: "spawn", Usage: "start a local three-agent cluster for the run", EnvVars: []string{"FLOWD_BENCH_SPAWN"}},
 		&cli.IntFlag{Name: "base-port", Value: 17001, Usage: "with --spawn: raft port of n1", EnvVars: []string{"FLOWD_BENCH_BASE_PORT"}},
 	},
@@ -66,15 +91,31 @@ type benchReport struct {
 }
 
 func runBench(c *cli.Context) error {
+	mode := c.String("mode")
+	if mode != "queue" && mode != "burndown" {
+		return usageErr(c, "--mode %q: want queue or burndown", mode)
+	}
 	eps := endpoints(c)
+	var pids []int
 	if c.Bool("spawn") {
-		stop, addr, err := spawnCluster(c)
+		stop, addr, spawned, err := spawnCluster(c)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		eps = strings.Split(addr, ",")
+		eps, pids = strings.Split(addr, ","), spawned
 	}
+	if len(eps) == 0 {
+		return usageErr(c, "--addr is empty: give at least one agent endpoint, or --spawn")
+	}
+	if mode == "queue" {
+		return runQueueBench(c, eps, pids)
+	}
+	return runBurndown(c, eps)
+}
+
+// runBurndown submits every task first, then burns the backlog down.
+func runBurndown(c *cli.Context, eps []string) error {
 	n, perRun, workers, max := c.Int("tasks"), max(c.Int("per-run"), 1), c.Int("workers"), c.Int("max")
 	if n <= 0 || workers <= 0 || max <= 0 {
 		return usageErr(c, "--tasks, --workers and --max must be positive")
@@ -221,22 +262,23 @@ func percentiles(all [][]time.Duration) (p50, p99 float64) {
 }
 
 // spawnCluster starts `flowd dev --concurrency 0` in a temp dir and returns
-// a stop function and its FLOWD_ADDR.
-func spawnCluster(c *cli.Context) (func(), string, error) {
+// a stop function, its FLOWD_ADDR and the agents' pids (from the
+// "  n1  pid 1234  unix://..." lines it prints before the export line).
+func spawnCluster(c *cli.Context) (func(), string, []int, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	dir, err := os.MkdirTemp("", "flowd-bench")
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	cmd := exec.Command(self, "dev", "--dir", filepath.Join(dir, "cluster"), "--concurrency", "0",
 		"--base-port", fmt.Sprint(c.Int("base-port")), "--http-base-port", "0")
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = c.App.ErrWriter
 	if err := cmd.Start(); err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
@@ -244,12 +286,18 @@ func spawnCluster(c *cli.Context) (func(), string, error) {
 		os.RemoveAll(dir)
 	}
 	sc := bufio.NewScanner(out)
+	var pids []int
 	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 3 && f[1] == "pid" {
+			if pid, err := strconv.Atoi(f[2]); err == nil {
+				pids = append(pids, pid)
+			}
+		}
 		if addr, ok := strings.CutPrefix(sc.Text(), "export FLOWD_ADDR="); ok {
 			go func() { _, _ = io.Copy(io.Discard, out) }()
-			return stop, addr, nil
+			return stop, addr, pids, nil
 		}
 	}
 	stop()
-	return nil, "", errors.New("the spawned cluster did not come up; run `flowd dev` to see why")
+	return nil, "", nil, errors.New("the spawned cluster did not come up; run `flowd dev` to see why")
 }
