@@ -134,7 +134,13 @@ func (f *FSM) Apply(e Entry) any { return f.ApplyBatch([]Entry{e})[0] }
 // nothing on any replica.
 func (f *FSM) ApplyBatch(entries []Entry) []any {
 	results := make([]any, len(entries))
-	base, release, err := f.store.View()
+	view := f.store.View
+	if av, ok := f.store.(interface {
+		ApplyView() (Reader, func(), error)
+	}); ok {
+		view = av.ApplyView
+	}
+	base, release, err := view()
 	if err != nil {
 		f.OnFatal(err)
 		return results

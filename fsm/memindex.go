@@ -24,6 +24,9 @@ type IndexedStore struct {
 	// snap is a read-only clone of mem shared by every view taken since
 	// the last commit (btree.Clone itself is not safe for concurrent use).
 	snap *btree.BTreeG[item]
+	// recent holds the run and task records the last commits wrote, for the
+	// applier only (see ApplyView).
+	recent recentCache
 }
 
 // hotPrefixes are mirrored in memory.
@@ -67,7 +70,23 @@ func (s *IndexedStore) reload() error {
 	s.mu.Lock()
 	s.mem, s.snap = mem, nil
 	s.mu.Unlock()
+	s.recent.reset()
 	return nil
+}
+
+// ApplyView is View for the FSM's applier: reads of run and task records
+// are served from the values the last commits wrote when they are still
+// cached. That is consistent only because the applier is the single
+// writer: nothing commits between its view and its own commit, so the
+// cache holds exactly the durable store's values. Other readers use View.
+func (s *IndexedStore) ApplyView() (Reader, func(), error) {
+	r, release, err := s.View()
+	if err != nil {
+		return nil, nil, err
+	}
+	ir := r.(indexedReader)
+	ir.recent = &s.recent
+	return ir, release, nil
 }
 
 // View implements Store. The badger view and the mirror snapshot are taken
@@ -96,6 +115,9 @@ func (s *IndexedStore) Commit(batches [][]Write) error {
 	for _, b := range batches {
 		for _, w := range b {
 			if !isHot(w.Key) {
+				if isRecord(w.Key) {
+					s.recent.put(w.Key, w.Val)
+				}
 				continue
 			}
 			if w.Val == nil {
@@ -123,15 +145,74 @@ func (s *IndexedStore) Sync() error { return s.inner.Sync() }
 func (s *IndexedStore) Close() error { return s.inner.Close() }
 
 type indexedReader struct {
-	inner Reader
-	mem   memReader
+	inner  Reader
+	mem    memReader
+	recent *recentCache // set in an ApplyView
 }
 
 func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
 	if isHot(key) {
 		return r.mem.Get(key)
 	}
+	if r.recent != nil {
+		if v, found, ok := r.recent.get(key); ok {
+			return v, found, nil
+		}
+	}
 	return r.inner.Get(key)
+}
+
+// isRecord: run and task records, read back by the next entries of the
+// same runs (a submit's task by its claim, by its completion).
+func isRecord(key []byte) bool {
+	return bytes.HasPrefix(key, pfxRun) || bytes.HasPrefix(key, pfxTask) || bytes.HasPrefix(key, pfxSpec)
+}
+
+// recentCache keeps the last written values of record keys in two
+// generations: when the current one reaches its bound it becomes the
+// previous one and the oldest is dropped, so at most 2 × the bound is held
+// and a lookup is two map reads. A deleted key is cached as absent.
+type recentCache struct {
+	mu        sync.Mutex
+	cur, prev map[string][]byte
+	curBytes  int
+}
+
+const (
+	recentEntries = 32 << 10
+	recentBytes   = 16 << 20
+)
+
+func (c *recentCache) reset() {
+	c.mu.Lock()
+	c.cur, c.prev, c.curBytes = nil, nil, 0
+	c.mu.Unlock()
+}
+
+func (c *recentCache) put(key, val []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil || len(c.cur) >= recentEntries || c.curBytes >= recentBytes {
+		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, 1024), 0
+	}
+	if val != nil {
+		val = bytes.Clone(val)
+	}
+	c.cur[string(key)] = val
+	c.curBytes += len(key) + len(val)
+}
+
+// get returns the cached value; ok is false when key is not cached.
+func (c *recentCache) get(key []byte) (val []byte, found, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, hit := c.cur[string(key)]; hit {
+		return v, v != nil, true
+	}
+	if v, hit := c.prev[string(key)]; hit {
+		return v, v != nil, true
+	}
+	return nil, false, false
 }
 
 // Scan serves a hot prefix from memory. Any other scan, including a full

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	gojson "github.com/goccy/go-json"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -230,7 +232,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 			return r.err
 		}
 		if result != nil {
-			if err := json.Unmarshal(r.result, result); err != nil {
+			if err := gojson.Unmarshal(r.result, result); err != nil {
 				return fmt.Errorf("rpc: decoding the %s result: %w", method, err)
 			}
 		}
@@ -249,7 +251,7 @@ func encodeRequest(id uint64, method string, params any) ([]byte, error) {
 		Params json.RawMessage `json:"params,omitempty"`
 	}{V: "2.0", ID: id, Method: method}
 	if params != nil {
-		p, err := json.Marshal(params)
+		p, err := gojson.Marshal(params)
 		if err != nil {
 			return nil, fmt.Errorf("rpc: encoding %s params: %w", method, err)
 		}
@@ -260,7 +262,7 @@ func encodeRequest(id uint64, method string, params any) ([]byte, error) {
 			req.Params = p
 		}
 	}
-	return json.Marshal(req)
+	return gojson.Marshal(req)
 }
 
 func (c *Conn) forget(id uint64) {
@@ -350,7 +352,7 @@ func (c *Conn) handle(m []byte) {
 		Result json.RawMessage `json:"result"`
 		Error  *Error          `json:"error"`
 	}
-	if err := json.Unmarshal(m, &msg); err != nil {
+	if err := gojson.Unmarshal(m, &msg); err != nil {
 		c.log.Warn("rpc: undecodable message from server", "endpoint", c.endpoint, "err", err)
 		return
 	}

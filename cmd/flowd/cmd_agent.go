@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime/debug"
+
 	"context"
 	"fmt"
 	"io"
@@ -43,6 +45,7 @@ var agentCommand = &cli.Command{
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"FLOWD_LOG_FORMAT"}, Usage: "text or json", DefaultText: "text"},
 		&cli.DurationFlag{Name: "raft-heartbeat-timeout", EnvVars: []string{"FLOWD_RAFT_HEARTBEAT_TIMEOUT"}, Usage: "raft heartbeat timeout (failure detection; an election takes about twice this)", DefaultText: "500ms"},
 		&cli.DurationFlag{Name: "raft-election-timeout", EnvVars: []string{"FLOWD_RAFT_ELECTION_TIMEOUT"}, Usage: "raft election timeout", DefaultText: "500ms"},
+		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 200, Usage: "Go GC target (as GOGC; GOGC, if set, wins): higher spends less CPU on garbage collection and more memory"},
 		&cli.DurationFlag{Name: "shutdown-timeout", EnvVars: []string{"FLOWD_SHUTDOWN_TIMEOUT"}, Usage: "bound on a graceful stop (drain clients, hand over leadership)", DefaultText: "10s"},
 	},
 	Action: agentAction,
@@ -89,6 +92,12 @@ func agentAction(cCtx *cli.Context) error {
 		return err
 	}
 	log := agentLogger(cCtx.App.ErrWriter, cfg.LogLevel, cfg.LogFormat)
+	if _, set := os.LookupEnv("GOGC"); !set && cCtx.Int("gc-percent") != 0 {
+		// The agent's live heap is small (hot indexes, caches) while every
+		// command allocates: the default GOGC=100 collects several times a
+		// second under load.
+		debug.SetGCPercent(cCtx.Int("gc-percent"))
+	}
 	a, err := daemon.New(cfg, log)
 	if err != nil {
 		return failf("another agent may hold the socket or ports, or --data-dir may belong to another node", "start agent %s: %v", cfg.NodeID, err)
