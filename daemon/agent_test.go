@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/flowd/flowd/internal/testutil"
 	"io"
@@ -96,6 +97,13 @@ func TestSubmitClaimCompleteThroughFollowers(t *testing.T) {
 	w, err := c1.WaitRun(ctx, res.ID, 5000)
 	if err != nil || !w.Done || w.Run.State != domain.RunSucceeded {
 		t.Fatalf("wait: %+v %v", w, err)
+	}
+	// A follower forwards a submit unparsed; the leader's validation
+	// answer comes back whole (code, problems with code and path).
+	_, err = c1.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t","deps":["b"]},{"key":"b","type":"t","deps":["a"]}]}`)})
+	var se *domain.SpecError
+	if !errors.As(err, &se) || len(se.Problems) != 1 || se.Problems[0].Code != "cycle" || se.Problems[0].Path != "tasks[0].deps" {
+		t.Fatalf("cyclic spec through a follower: %v (%#v)", err, se)
 	}
 	// Every node reports the same final state: each applies up to the
 	// leader's last index, then all digests agree.

@@ -34,10 +34,7 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	if len(p.Workflow) == 0 || string(p.Workflow) == "null" {
 		return rpc.SubmitResult{}, invalid("workflow is required: a spec object with tasks")
 	}
-	spec, err := domain.ParseSpec(p.Workflow, a.fsm.Limits())
-	if err != nil {
-		return rpc.SubmitResult{}, err
-	}
+	var err error
 	if p.ID == "" {
 		p.ID = newRunID() // before forwarding, so a retried forward is idempotent
 	} else if p.ID, err = checkRunID(p.ID); err != nil {
@@ -45,7 +42,14 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
+	// The spec is parsed and validated where the submit is proposed: a
+	// follower forwards the params as they came and relays the leader's
+	// answer (a bad spec gets the same -32003 either way).
 	return onLeader(ctx, a, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+		spec, err := domain.ParseSpec(p.Workflow, a.fsm.Limits())
+		if err != nil {
+			return rpc.SubmitResult{}, err
+		}
 		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull})
 		if err != nil {
 			return rpc.SubmitResult{}, err

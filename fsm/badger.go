@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // BadgerStore is the production Store: badger/v4 in a directory of its own.
@@ -35,6 +36,11 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
 		WithMetricsEnabled(false).
+		// One writer (the applier): conflict tracking is pure cost.
+		WithDetectConflicts(false).
+		// Tables are built on every memtable flush; snappy there cost more
+		// CPU than the disk it saves (records are small JSON).
+		WithCompression(options.None).
 		WithLogger(badgerLogger{l: o.Logger})
 	if o.BlockCacheSize > 0 {
 		opts = opts.WithBlockCacheSize(o.BlockCacheSize)
