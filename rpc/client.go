@@ -21,10 +21,27 @@ type ClientOptions struct {
 	// MaxAttempts bounds the tries of one call, the first included
 	// (default 8). ctx bounds them in time.
 	MaxAttempts int
-	// DialTimeout bounds one connection attempt (default 2s).
+	// DialTimeout bounds one connection attempt (default 2s), and one
+	// agent.hello the client makes to learn who leads.
 	DialTimeout time.Duration
+	// Route says where leader-bound calls (see LeaderBound: writes, claims,
+	// long polls) go. RouteLeader (the default, ""): straight to the
+	// leader's endpoint, on a connection of its own, when the leader is
+	// among the endpoints and reachable; otherwise to the current
+	// connection, whose agent forwards them. RouteAny: always the current
+	// connection (the behaviour before leader routing). With one endpoint
+	// the two are the same.
+	Route string
+	// LeaderCheck is how often, at most, the client asks the agent it sends
+	// leader-bound calls to whether it still leads (agent.hello, in the
+	// background, only while such calls are made): default 5s, negative
+	// never. A lost connection or a -32004 answer re-learns the leader at
+	// once, whatever this says.
+	LeaderCheck time.Duration
 	// OnConnect, if set, is called (on its own goroutine) after each new
-	// connection, e.g. to subscribe again: subscriptions are per connection.
+	// current connection (the one reads and subscriptions use), e.g. to
+	// subscribe again: subscriptions are per connection. The connection
+	// kept for leader-bound calls does not count.
 	OnConnect func(endpoint string)
 	// Conn configures each connection; its OnNotify is ignored (use
 	// Client.OnNotify).
@@ -33,27 +50,51 @@ type ClientOptions struct {
 	Logger *slog.Logger
 }
 
+// Route values of ClientOptions.
+const (
+	RouteLeader = "leader" // leader-bound calls straight to the leader (default)
+	RouteAny    = "any"    // every call on the current connection
+)
+
 // Client calls any of several endpoints (the agents of one cluster) over one
-// connection at a time, failing over on connection errors. It is safe for
-// concurrent use; concurrent calls share the connection.
+// current connection at a time, failing over on connection errors. It is
+// safe for concurrent use; concurrent calls share the connection.
+//
+// Leader routing (ClientOptions.Route, default RouteLeader, with more than
+// one endpoint): leader-bound calls go to the leader's endpoint over a
+// second connection (the same one when the current endpoint is the
+// leader's). The client learns node ids and the leader's id with
+// agent.hello, dialling the endpoints lazily, and re-learns them when that
+// connection fails, when it answers -32004, and every LeaderCheck. When the
+// leader is not among the endpoints or cannot be reached, leader-bound calls
+// use the current connection and the agent forwards them (re-learning is
+// retried with backoff). Reads use the current connection; one that follows
+// a write this client made through the leader goes to the leader when the
+// current agent has not applied that write yet, so a client reads its own
+// writes as it did when its agent forwarded them.
 //
 // Retry policy: a connection error (*ConnError: dial failed, connection
-// lost) moves to the next endpoint, and the call is retried if it was not
-// sent or if the caller marked it idempotent (CallIdempotent). A
-// CodeUnavailable answer (no leader yet) is retried on the same connection
-// after its retry_after_ms, for idempotent calls only. Other protocol errors
-// (-32001 not_found, ...) are returned at once.
+// lost) moves on (the current connection to the next endpoint, a leader
+// connection back to learning who leads), and the call is retried if it was
+// not sent or if the caller marked it idempotent (CallIdempotent). A
+// CodeUnavailable answer (no leader yet) is retried after its
+// retry_after_ms, for idempotent calls only. Other protocol errors (-32001
+// not_found, ...) are returned at once.
 type Client struct {
 	endpoints []string
 	opts      ClientOptions
 	log       *slog.Logger
 	notify    atomic.Pointer[func(string, json.RawMessage)]
 	dialSlot  chan struct{} // one dial at a time
+	routing   bool          // leader routing is on (see route.go)
+	learnSlot chan struct{} // one leader discovery at a time
+	checking  atomic.Bool   // a periodic leader check is running
 
 	mu     sync.Mutex
 	idx    int   // current endpoint
 	conn   *Conn // current connection, nil if none
 	closed bool
+	r      routeState
 }
 
 // NewClient returns a client for the endpoints (see ParseEndpoint); it
@@ -79,7 +120,22 @@ func NewClient(endpoints []string, opts ClientOptions) (*Client, error) {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 2 * time.Second
 	}
-	c := &Client{endpoints: append([]string(nil), endpoints...), opts: opts, log: opts.Logger, dialSlot: make(chan struct{}, 1)}
+	switch opts.Route {
+	case "", RouteLeader:
+		opts.Route = RouteLeader
+	case RouteAny:
+	default:
+		return nil, fmt.Errorf("rpc: route %q: want %q or %q", opts.Route, RouteLeader, RouteAny)
+	}
+	switch {
+	case opts.LeaderCheck == 0:
+		opts.LeaderCheck = 5 * time.Second
+	case opts.LeaderCheck < 0:
+		opts.LeaderCheck = 0
+	}
+	c := &Client{endpoints: append([]string(nil), endpoints...), opts: opts, log: opts.Logger, dialSlot: make(chan struct{}, 1),
+		routing: opts.Route == RouteLeader && len(endpoints) > 1, learnSlot: make(chan struct{}, 1),
+		r: routeState{nodes: map[string]string{}, retired: map[*leaderLink]struct{}{}}}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -103,7 +159,8 @@ func (c *Client) OnNotify(fn func(method string, params json.RawMessage)) {
 	c.notify.Store(&fn)
 }
 
-// Endpoint returns the endpoint in use (or to be tried next).
+// Endpoint returns the endpoint of the current connection (or the one to
+// be tried next); see Leader for leader-bound calls.
 func (c *Client) Endpoint() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -115,11 +172,21 @@ func (c *Client) Endpoint() string {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
-	conn := c.conn
+	conns := []*Conn{c.conn}
 	c.conn = nil
+	if l := c.r.lead; l != nil {
+		conns = append(conns, l.conn)
+		c.r.lead = nil
+	}
+	for l := range c.r.retired {
+		conns = append(conns, l.conn)
+	}
+	clear(c.r.retired)
 	c.mu.Unlock()
-	if conn != nil {
-		conn.Close()
+	for _, conn := range conns {
+		if conn != nil {
+			conn.Close()
+		}
 	}
 	return nil
 }
@@ -138,6 +205,7 @@ func (c *Client) CallIdempotent(ctx context.Context, method string, params, resu
 }
 
 func (c *Client) call(ctx context.Context, method string, params, result any, idempotent bool) error {
+	class := classify(method, params)
 	var err error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -149,8 +217,12 @@ func (c *Client) call(ctx context.Context, method string, params, result any, id
 			}
 		}
 		var conn *Conn
-		if conn, err = c.get(ctx); err == nil {
-			if err = conn.Call(ctx, method, params, result); err == nil {
+		var link *leaderLink // set when the call goes over a leader connection
+		if conn, link, err = c.pick(ctx, class); err == nil {
+			err = conn.Call(ctx, method, params, result)
+			c.release(link)
+			if err == nil {
+				c.observe(conn, link, method, result)
 				return nil
 			}
 		}
@@ -166,7 +238,13 @@ func (c *Client) call(ctx context.Context, method string, params, result any, id
 				return err
 			}
 			c.log.Debug("rpc: connection error; failing over", "method", method, "err", err, "next", c.Endpoint())
-		case errors.As(err, &pe) && pe.Code == CodeUnavailable && idempotent:
+		case errors.As(err, &pe) && pe.Code == CodeUnavailable:
+			if link != nil {
+				c.suspect(link) // is it still the leader? asked before its next use
+			}
+			if !idempotent {
+				return err
+			}
 			c.log.Debug("rpc: unavailable; retrying", "method", method, "err", err)
 		default:
 			return err
@@ -222,6 +300,13 @@ func (c *Client) get(ctx context.Context) (*Conn, error) {
 	}
 	c.mu.Lock()
 	ep := c.endpoints[c.idx]
+	if l := c.r.lead; l != nil && l.ep == ep && alive(l.conn) {
+		// The leader connection is to this endpoint already: share it.
+		c.conn = l.conn
+		c.mu.Unlock()
+		c.connected(ep)
+		return l.conn, nil
+	}
 	c.mu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
 	conn, err := Dial(dctx, ep, c.opts.Conn)
@@ -237,11 +322,25 @@ func (c *Client) get(ctx context.Context) (*Conn, error) {
 		return nil, ErrClosed
 	}
 	c.conn = conn
+	c.connected(ep)
+	return conn, nil
+}
+
+// connected announces a new current connection to ep.
+func (c *Client) connected(ep string) {
 	c.log.Debug("rpc: connected", "endpoint", ep)
 	if f := c.opts.OnConnect; f != nil {
 		go f(ep)
 	}
-	return conn, nil
+}
+
+func alive(conn *Conn) bool {
+	select {
+	case <-conn.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 // current returns the live connection, or nil; a dead one is dropped (and
@@ -265,8 +364,10 @@ func (c *Client) current() (*Conn, error) {
 	}
 }
 
-// drop forgets conn after a connection error and moves to the next
-// endpoint; concurrent callers failing on the same conn rotate once.
+// drop forgets conn after a connection error: as the current connection
+// it moves to the next endpoint (concurrent callers failing on the same conn
+// rotate once); as the leader connection it sends the next leader-bound call
+// to learn who leads.
 func (c *Client) drop(conn *Conn) {
 	if conn == nil {
 		return // a failed dial already rotated
@@ -275,6 +376,10 @@ func (c *Client) drop(conn *Conn) {
 	if c.conn == conn {
 		c.conn = nil
 		c.idx = (c.idx + 1) % len(c.endpoints)
+	}
+	if l := c.r.lead; l != nil && l.conn == conn {
+		c.r.lead, l.retired = nil, true
+		c.r.leaderID = "" // learn it again
 	}
 	c.mu.Unlock()
 	conn.Close()

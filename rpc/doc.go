@@ -68,8 +68,10 @@
 // context cancellation, and has no line cap. Conn keeps one reader, one
 // writer and one notification goroutine; a lost connection fails every
 // pending call with a *ConnError wrapping domain.ErrUnavailable. Client adds
-// failover over several endpoints with exponential backoff and full jitter;
-// see its doc for the retry policy.
+// failover over several endpoints with exponential backoff and full jitter,
+// and leader routing: leader-bound methods (methodRoutes in methods.go, the
+// one table) go straight to the leader's endpoint (route.go); see its doc
+// for the retry policy.
 //
 // # Errors
 //

@@ -60,10 +60,13 @@ type HelloParams struct {
 	Client          string `json:"client,omitempty"`
 }
 
-// HelloResult identifies the agent.
+// HelloResult identifies the agent. LeaderID is the leader as this agent
+// knows it ("" when none is known, or from an agent older than the field):
+// a client that knows which endpoint serves that node sends writes there.
 type HelloResult struct {
 	ProtocolVersion int    `json:"protocol_version"`
 	NodeID          string `json:"node_id"`
+	LeaderID        string `json:"leader_id"`
 	Version         string `json:"version"`
 }
 

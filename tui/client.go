@@ -12,6 +12,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -78,13 +79,19 @@ type eventsMsg struct {
 // Live is the connection manager: one connection at a time to one of the
 // endpoints, carrying the events.subscribe stream, with failover to the
 // next endpoint after a visible countdown. It also serves the Client and
-// Prober interfaces: calls go to the endpoint the stream is on (each
+// Prober interfaces: reads go to the endpoint the stream is on (each
 // endpoint has its own single-endpoint *rpc.Client), so everything on
-// screen comes from the node named in the header.
+// screen comes from the node named in the header. Actions (run verbs,
+// replay, queue pause) and workers.list run on the leader: they go to the
+// leader's endpoint when it is one of the endpoints (learnt from agent.hello
+// at connect and from every Probe), and to the endpoint on screen, whose
+// agent forwards them, when it is not, or when the leader's endpoint fails
+// them as unavailable.
 //
 // Concurrency: Run owns the watch connection; the notification callback
 // (on the connection's goroutine) appends to buf under mu; the pump
-// goroutine drains buf into the program. Client methods only read cur.
+// goroutine drains buf into the program. Client methods read cur, and the
+// leader's whereabouts under mu.
 type Live struct {
 	endpoints []string
 	clients   []*rpc.Client
@@ -94,11 +101,16 @@ type Live struct {
 	// ReconnectDelay is the countdown after a lost connection (default 2s);
 	// BatchEvery bounds how often events reach the program (100ms).
 	ReconnectDelay, BatchEvery time.Duration
+	// Route is rpc.ClientOptions.Route: "" or rpc.RouteLeader sends actions
+	// to the leader's endpoint, rpc.RouteAny to the endpoint on screen.
+	Route string
 
 	// dial opens the watch connection (rpc.Dial; tests use in-memory pipes).
 	dial func(ctx context.Context, endpoint string, opts rpc.ConnOptions) (*rpc.Conn, error)
 
 	mu      sync.Mutex
+	nodes   []string // node id of each endpoint ("" unknown)
+	leader  string   // the leader's node id as last reported ("" unknown)
 	seen    bool
 	lastIdx uint64
 	lastSeq uint32
@@ -121,7 +133,7 @@ func NewLive(endpoints []string, log *slog.Logger) (*Live, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Live{endpoints: endpoints, log: log, ReconnectDelay: 2 * time.Second, BatchEvery: 100 * time.Millisecond,
-		sig: make(chan struct{}, 1), dial: rpc.Dial}
+		sig: make(chan struct{}, 1), dial: rpc.Dial, nodes: make([]string, len(endpoints))}
 	for _, ep := range endpoints {
 		c, err := rpc.NewClient([]string{ep}, rpc.ClientOptions{MaxAttempts: 2, DialTimeout: time.Second,
 			BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, Logger: log})
@@ -143,7 +155,57 @@ func (l *Live) Close() {
 
 func (l *Live) c() *rpc.Client { return l.clients[l.cur.Load()] }
 
-// Client methods: the current endpoint's client.
+// learn records what an agent said: its node id (endpoint i) and the
+// leader's.
+func (l *Live) learn(i int, node, leader string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if node != "" {
+		l.nodes[i] = node
+	}
+	if leader != "" {
+		l.leader = leader
+	}
+}
+
+// leaderClient is the client for a leader-bound call: the leader
+// endpoint's, when routing is on and the leader is known to be one of the
+// endpoints other than the current one (routed), else the current one.
+func (l *Live) leaderClient() (c *rpc.Client, routed bool) {
+	cur := int(l.cur.Load())
+	if l.Route == rpc.RouteAny || len(l.clients) < 2 {
+		return l.clients[cur], false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leader != "" && l.nodes[cur] != l.leader {
+		for i, n := range l.nodes {
+			if n == l.leader {
+				return l.clients[i], true
+			}
+		}
+	}
+	return l.clients[cur], false
+}
+
+// onLeader makes a leader-bound call (every one the TUI makes is safe to
+// repeat) on the leader's endpoint; if that fails as unavailable (the
+// leader died or stepped down) it forgets the leader until the next hello
+// or probe and repeats the call on the current endpoint, which forwards it.
+func onLeader[R any](ctx context.Context, l *Live, call func(*rpc.Client) (R, error)) (R, error) {
+	c, routed := l.leaderClient()
+	r, err := call(c)
+	if routed && errors.Is(err, domain.ErrUnavailable) && ctx.Err() == nil {
+		l.mu.Lock()
+		l.leader = ""
+		l.mu.Unlock()
+		return call(l.c())
+	}
+	return r, err
+}
+
+// Client methods: reads on the current endpoint's client, leader-bound
+// calls through onLeader.
 
 func (l *Live) ListRuns(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
 	return l.c().ListRuns(ctx, p)
@@ -153,18 +215,20 @@ func (l *Live) GetTask(ctx context.Context, id string) (*rpc.Task, error) {
 	return l.c().GetTask(ctx, id)
 }
 func (l *Live) RunVerb(ctx context.Context, method, id, reason string) (*rpc.ChangedResult, error) {
-	return l.c().RunVerb(ctx, method, id, reason)
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.RunVerb(ctx, method, id, reason) })
 }
 func (l *Live) Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
-	return l.c().Replay(ctx, p)
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.Replay(ctx, p) })
 }
 func (l *Live) Queues(ctx context.Context) (*rpc.QueueListResult, error) { return l.c().Queues(ctx) }
 func (l *Live) QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {
-	return l.c().QueuePause(ctx, name, runID, pause)
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.QueuePause(ctx, name, runID, pause) })
 }
-func (l *Live) Workers(ctx context.Context) (*rpc.WorkersResult, error) { return l.c().Workers(ctx) }
-func (l *Live) Status(ctx context.Context) (*rpc.ClusterStatus, error)  { return l.c().Status(ctx) }
-func (l *Live) Stats(ctx context.Context) (*rpc.ClusterStats, error)    { return l.c().Stats(ctx) }
+func (l *Live) Workers(ctx context.Context) (*rpc.WorkersResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.WorkersResult, error) { return c.Workers(ctx) })
+}
+func (l *Live) Status(ctx context.Context) (*rpc.ClusterStatus, error) { return l.c().Status(ctx) }
+func (l *Live) Stats(ctx context.Context) (*rpc.ClusterStats, error)   { return l.c().Stats(ctx) }
 func (l *Live) Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
 	return l.c().Events(ctx, p)
 }
@@ -186,6 +250,25 @@ func (l *Live) Probe(ctx context.Context) []NodeStatus {
 		})
 	}
 	wg.Wait()
+	// Who leads: the node that says it does, else what the node on screen
+	// believes.
+	leader := ""
+	for i, ns := range out {
+		if ns.Status == nil {
+			continue
+		}
+		l.learn(i, ns.Status.NodeID, "")
+		if ns.Status.State == "leader" {
+			leader = ns.Status.NodeID
+		} else if leader == "" && i == int(l.cur.Load()) {
+			leader = ns.Status.LeaderID
+		}
+	}
+	if leader != "" {
+		l.mu.Lock()
+		l.leader = leader
+		l.mu.Unlock()
+	}
 	return out
 }
 
@@ -199,7 +282,7 @@ func (l *Live) Run(ctx context.Context, send func(tea.Msg)) {
 	for ctx.Err() == nil {
 		ep := l.endpoints[i]
 		send(connMsg{State: connConnecting, Endpoint: ep})
-		conn, node, err := l.connect(ctx, ep)
+		conn, hello, err := l.connect(ctx, ep)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -217,6 +300,8 @@ func (l *Live) Run(ctx context.Context, send func(tea.Msg)) {
 			continue
 		}
 		fails = 0
+		node := hello.NodeID
+		l.learn(i, node, hello.LeaderID)
 		l.cur.Store(int64(i))
 		send(connMsg{State: connLive, Endpoint: ep, Node: node})
 		l.watch(ctx, conn)
@@ -260,30 +345,30 @@ func (l *Live) lostCh() chan struct{} {
 }
 
 // connect dials ep, says hello and subscribes.
-func (l *Live) connect(ctx context.Context, ep string) (*rpc.Conn, string, error) {
+func (l *Live) connect(ctx context.Context, ep string) (*rpc.Conn, rpc.HelloResult, error) {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	l.mu.Lock()
 	l.lost = make(chan struct{}, 1)
 	l.mu.Unlock()
+	var hello rpc.HelloResult
 	conn, err := l.dial(dctx, ep, rpc.ConnOptions{Logger: l.log, OnNotify: l.onNotify})
 	if err != nil {
-		return nil, "", err
+		return nil, hello, err
 	}
-	var hello rpc.HelloResult
 	if err := conn.Call(dctx, rpc.MethodHello, rpc.HelloParams{ProtocolVersion: rpc.ProtocolVersion, Client: "flowd-tui"}, &hello); err != nil {
 		conn.Close()
-		return nil, "", err
+		return nil, hello, err
 	}
 	if hello.ProtocolVersion != rpc.ProtocolVersion {
 		conn.Close()
-		return nil, "", fmt.Errorf("agent %s speaks protocol %d, this TUI %d: upgrade the older side", hello.NodeID, hello.ProtocolVersion, rpc.ProtocolVersion)
+		return nil, hello, fmt.Errorf("agent %s speaks protocol %d, this TUI %d: upgrade the older side", hello.NodeID, hello.ProtocolVersion, rpc.ProtocolVersion)
 	}
 	if err := l.subscribe(dctx, conn); err != nil {
 		conn.Close()
-		return nil, "", err
+		return nil, hello, err
 	}
-	return conn, hello.NodeID, nil
+	return conn, hello, nil
 }
 
 // subscribe starts the stream where the last one stopped: from the last

@@ -17,6 +17,10 @@ type Options struct {
 	// Endpoints are the agents (--addr); the TUI follows one at a time and
 	// fails over to the next.
 	Endpoints []string
+	// Route is where actions go: "" or "leader" to the leader's endpoint
+	// when it is one of Endpoints, "any" to the endpoint on screen (its
+	// agent forwards them). See Live.
+	Route string
 	// ReadOnly hides every action.
 	ReadOnly bool
 	// ASCII draws with ASCII line art and no colour (the `›` cursor and the
@@ -42,6 +46,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer live.Close()
+	live.Route = opts.Route
 	if opts.ASCII || opts.NoColor || os.Getenv("NO_COLOR") != "" {
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}

@@ -128,7 +128,12 @@ type Options struct {
 	// its queues, and fails (non-retryably) those it has no handler for.
 	// By default a worker claims only the types it registered.
 	AnyType bool
-	Logger  *slog.Logger
+	// Route is rpc.ClientOptions.Route: by default (rpc.RouteLeader) claims,
+	// heartbeats and reports go straight to the leader's endpoint when it is
+	// among the endpoints; rpc.RouteAny sends them to whichever agent the
+	// worker is connected to, which forwards them.
+	Route  string
+	Logger *slog.Logger
 }
 
 // Worker runs registered handlers for claimed tasks.
@@ -185,12 +190,16 @@ func New(endpoints []string, opts Options) (*Worker, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
 	}
-	c, err := rpc.NewClient(eps, rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Logger: opts.Logger})
+	// Both clients are leader-aware: each keeps its own connection to the
+	// leader's endpoint, so a claim waits on a connection of its own there.
+	copts := rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Route: opts.Route, Logger: opts.Logger}
+	c, err := rpc.NewClient(eps, copts)
 	if err != nil {
 		return nil, err
 	}
-	claims, err := rpc.NewClient(eps, rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Logger: opts.Logger})
+	claims, err := rpc.NewClient(eps, copts)
 	if err != nil {
+		c.Close()
 		return nil, err
 	}
 	hard, cancel := context.WithCancelCause(context.Background())

@@ -22,7 +22,19 @@ import (
 
 func freePort(t testing.TB) int { return testutil.Port(t) }
 
-func startCluster(t *testing.T) []string {
+func startCluster(t *testing.T) []string { return startAgents(t).eps }
+
+// testAgents are three in-process agents: their endpoints, and a stop
+// function each (also run at cleanup; stopping twice is fine).
+type testAgents struct {
+	agents []*daemon.Agent
+	eps    []string
+	stops  []func()
+}
+
+// startAgents starts the three agents, each with an HTTP listener for its
+// metrics.
+func startAgents(t *testing.T) *testAgents {
 	t.Helper()
 	dir := t.TempDir()
 	var peers, eps []string
@@ -34,22 +46,27 @@ func startCluster(t *testing.T) []string {
 		eps = append(eps, "unix://"+sock)
 		cfgs = append(cfgs, daemon.Config{NodeID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
 			RaftAddr: raft, ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: sock,
+			HTTPAddr:         fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"})
 	}
+	ta := &testAgents{eps: eps}
 	for _, c := range cfgs {
 		c.Peers = strings.Join(peers, ",")
 		a, err := daemon.New(c, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = a.Shutdown() })
+		stop := sync.OnceFunc(func() { _ = a.Shutdown() })
+		ta.agents = append(ta.agents, a)
+		ta.stops = append(ta.stops, stop)
+		t.Cleanup(stop)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cfgsLeader(ctx, eps); err != nil {
 		t.Fatal(err)
 	}
-	return eps
+	return ta
 }
 
 func cfgsLeader(ctx context.Context, eps []string) (string, error) {

@@ -42,6 +42,7 @@ func tuiAction(cCtx *cli.Context) error {
 	}
 	opts := tui.Options{
 		Endpoints: eps,
+		Route:     route(cCtx),
 		ReadOnly:  cCtx.Bool("readonly"),
 		ASCII:     cCtx.Bool("ascii"),
 		NoColor:   rootCtx(cCtx).Bool("no-color") || os.Getenv("NO_COLOR") != "",

@@ -61,7 +61,7 @@ func runExecWorker(c *cli.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	w, err := worker.New(endpoints(c), worker.Options{
 		ID: c.String("id"), Queues: c.StringSlice("queue"), Concurrency: c.Int("concurrency"),
-		DrainTimeout: c.Duration("drain-timeout"), Logger: logger,
+		DrainTimeout: c.Duration("drain-timeout"), Route: route(c), Logger: logger,
 	})
 	if err != nil {
 		return err

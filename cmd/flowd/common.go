@@ -49,6 +49,8 @@ func globalFlags() []cli.Flag {
 			Usage: "comma-separated agent endpoints (unix:///path, /path or tcp://host:port); calls fail over between them"},
 		&cli.DurationFlag{Name: "timeout", EnvVars: []string{"FLOWD_TIMEOUT"}, Value: DefaultCallTimeout,
 			Usage: "deadline of each call to the cluster"},
+		&cli.StringFlag{Name: "route", EnvVars: []string{"FLOWD_ROUTE"}, Value: rpc.RouteLeader,
+			Usage: "where writes go: leader (straight to the leader's endpoint when it is in --addr) or any (the connected agent, which forwards them)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: []string{"FLOWD_OUTPUT"}, Value: "table",
 			Usage: "output format: table or json"},
 		&cli.BoolFlag{Name: "no-color", EnvVars: []string{"FLOWD_NO_COLOR"},
@@ -65,8 +67,16 @@ func checkGlobalFlags(cCtx *cli.Context) error {
 	if cCtx.Duration("timeout") <= 0 {
 		return usageErr(cCtx, "--timeout must be positive")
 	}
+	switch r := cCtx.String("route"); r {
+	case rpc.RouteLeader, rpc.RouteAny:
+	default:
+		return usageErr(cCtx, "--route %q: want leader or any", r)
+	}
 	return nil
 }
+
+// route is --route.
+func route(cCtx *cli.Context) string { return rootCtx(cCtx).String("route") }
 
 // rootCtx is the app's own context, where the global flags live (a command
 // may define a flag of the same name, e.g. `run wait --timeout`).
@@ -102,14 +112,15 @@ func endpoints(cCtx *cli.Context) []string {
 
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// newClient returns a failover client for --addr; tweak may set hooks
-// (OnConnect) before it connects. It connects on the first call.
+// newClient returns a failover client for --addr, leader-aware per
+// --route; tweak may set hooks (OnConnect) before it connects. It connects
+// on the first call.
 func newClient(cCtx *cli.Context, tweak ...func(*rpc.ClientOptions)) (*rpc.Client, error) {
 	eps := endpoints(cCtx)
 	if len(eps) == 0 {
 		return nil, usageErr(cCtx, "--addr is empty: give at least one agent endpoint")
 	}
-	opts := rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(2*time.Second, callTimeout(cCtx))}
+	opts := rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(2*time.Second, callTimeout(cCtx)), Route: route(cCtx)}
 	for _, t := range tweak {
 		t(&opts)
 	}
