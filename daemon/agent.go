@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/cluster"
@@ -32,6 +33,11 @@ type Agent struct {
 	workers *workerRegistry
 	rate    *rateMeter
 	metrics *metrics
+
+	// readFence is the highest index of a forwarded write this agent has
+	// answered; local reads wait until it is applied (read-your-writes on
+	// one agent without holding the write's answer back).
+	readFence atomic.Uint64
 
 	mu        sync.Mutex
 	listeners []net.Listener

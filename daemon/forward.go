@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -246,14 +247,44 @@ func unavailable(a *Agent, cause error) error {
 	return &domain.UnavailableError{Reason: reason, RetryAfter: 300 * time.Millisecond}
 }
 
-// catchUp waits (briefly) until this follower applied the entry of a
-// forwarded write, so the client's next read here sees its own write.
-func (a *Agent) catchUp(ctx context.Context, out any) {
+// catchUp records the index of a forwarded write as the agent's read
+// fence: the answer goes back at once, and the next local read on this
+// agent (from any connection) first waits until that index is applied
+// here (see awaitReadFence), so a client reads its own writes.
+func (a *Agent) catchUp(_ context.Context, out any) {
 	wi, ok := out.(interface{ WriteIndex() uint64 })
 	if !ok || wi.WriteIndex() == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	idx := wi.WriteIndex()
+	for {
+		cur := a.readFence.Load()
+		if cur >= idx || a.readFence.CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}
+
+// readFenceWait bounds how long a read waits for the fence; past it the
+// read is served from what is applied (the follower is far behind).
+const readFenceWait = time.Second
+
+// awaitReadFence waits (briefly) until this agent applied every forwarded
+// write it has answered.
+func (a *Agent) awaitReadFence(ctx context.Context) {
+	idx := a.readFence.Load()
+	if idx == 0 || a.fsm.AppliedIndex() >= idx {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, readFenceWait)
 	defer cancel()
-	_ = a.node.WaitForApplied(ctx, wi.WriteIndex())
+	_ = a.node.WaitForApplied(ctx, idx)
+}
+
+// fenced makes a local read wait for the read fence first.
+func (a *Agent) fenced(h rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, params json.RawMessage) (any, error) {
+		a.awaitReadFence(ctx)
+		return h(ctx, params)
+	}
 }

@@ -8,9 +8,28 @@ import (
 )
 
 // methods is the agent's method table: the client protocol of
-// docs/rpc.md. Reads are served from local state; writes, long polls and
-// consistent reads run on the leader (forwarded when this node follows).
+// docs/rpc.md. Reads are served from local state (fenced: after every
+// forwarded write this agent answered); writes, long polls and consistent
+// reads run on the leader (forwarded when this node follows).
 func (a *Agent) methods() map[string]rpc.Handler {
+	m := a.methodTable()
+	for name, h := range m {
+		if !unfenced[name] {
+			m[name] = a.fenced(h)
+		}
+	}
+	return m
+}
+
+// unfenced methods read nothing from local state before they run on the
+// leader (or only report this node's own status), so they need not wait
+// for the read fence; every other method reads or resolves ids locally.
+var unfenced = map[string]bool{
+	rpc.MethodHello: true, rpc.MethodClusterStatus: true, rpc.MethodRunSubmit: true,
+	rpc.MethodTaskClaim: true, rpc.MethodTaskHeartbeat: true, rpc.MethodTaskComplete: true, rpc.MethodTaskFail: true,
+}
+
+func (a *Agent) methodTable() map[string]rpc.Handler {
 	return map[string]rpc.Handler{
 		rpc.MethodHello:          rpc.Func(a.hello),
 		rpc.MethodRunSubmit:      rpc.Func(a.runSubmit),

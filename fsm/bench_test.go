@@ -1,8 +1,13 @@
 package fsm
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/fsm/domain"
 )
@@ -92,5 +97,101 @@ func BenchmarkFSMClaimCompleteBatched(b *testing.B) {
 		}
 		batch(completes)
 		done += n
+	}
+}
+
+// countingStore counts the writes committed through it, by key prefix.
+type countingStore struct {
+	Store
+	writes map[string]int
+	total  int
+}
+
+func (c *countingStore) Commit(batches [][]Write) error {
+	for _, b := range batches {
+		for _, w := range b {
+			p := string(w.Key)
+			if i := bytes.IndexByte(w.Key, '/'); i >= 0 {
+				p = string(w.Key[:i+1])
+			}
+			c.writes[p]++
+			c.total++
+		}
+	}
+	return c.Store.Commit(batches)
+}
+
+// BenchmarkFSMQueueJob is the job-queue workload as the state machine sees
+// it after group commit: per round, one Multi entry of 16 one-task submits,
+// one claim entry for 16 waiting workers and one Multi of their 16
+// completions, over badger with the index mirror. Reports store writes per
+// job next to time and allocations per job.
+//
+//	go test -run ^$ -bench FSMQueueJob -benchmem ./fsm/
+func BenchmarkFSMQueueJob(b *testing.B) {
+	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bs.Close()
+	idx, err := NewIndexedStore(bs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := &countingStore{Store: idx, writes: map[string]int{}}
+	f, _ := New(store, Options{})
+	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
+	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var index uint64
+	apply := func(c Command) any {
+		c.Stamp(1_700_000_000_000)
+		buf, _ := Encode(c)
+		index++
+		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
+	}
+	enc := func(c Command) []byte {
+		c.Stamp(1_700_000_000_000)
+		buf, _ := Encode(c)
+		return buf
+	}
+	const group = 16
+	waiters := make([]Waiter, group)
+	for i := range waiters {
+		waiters[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Types: []string{"noop"}, Max: 1}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	jobs := 0
+	for jobs < b.N {
+		subs := &Multi{}
+		for range group {
+			subs.Cmds = append(subs.Cmds, enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: spec}))
+		}
+		apply(subs)
+		cr, ok := apply(&Claim{Waiters: waiters}).(*ClaimResult)
+		if !ok {
+			b.Fatal("claim failed")
+		}
+		comps := &Multi{}
+		for _, got := range cr.Assigned {
+			for _, c := range got {
+				comps.Cmds = append(comps.Cmds, enc(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: json.RawMessage(`{"ok":true}`)}))
+			}
+		}
+		if len(comps.Cmds) != group {
+			b.Fatalf("claimed %d of %d", len(comps.Cmds), group)
+		}
+		apply(comps)
+		jobs += group
+	}
+	b.ReportMetric(float64(store.total)/float64(jobs), "writes/job")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
+	if testing.Verbose() {
+		for p, n := range store.writes {
+			b.Logf("%-8s %.2f writes/job", p, float64(n)/float64(jobs))
+		}
 	}
 }

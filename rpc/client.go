@@ -25,10 +25,11 @@ type ClientOptions struct {
 	// agent.hello the client makes to learn who leads.
 	DialTimeout time.Duration
 	// Route says where leader-bound calls (see LeaderBound: writes, claims,
-	// long polls) go. RouteLeader (the default, ""): straight to the
-	// leader's endpoint, on a connection of its own, when the leader is
-	// among the endpoints and reachable; otherwise to the current
-	// connection, whose agent forwards them. RouteAny: always the current
+	// long polls) and reads of the replicated state go. RouteLeader (the
+	// default, ""): straight to the leader's endpoint, on a connection of
+	// its own, when the leader is among the endpoints and reachable (a read
+	// there sees every write acknowledged to any client); otherwise to the
+	// current connection, whose agent forwards them. RouteAny: always the current
 	// connection (the behaviour before leader routing). With one endpoint
 	// the two are the same.
 	Route string

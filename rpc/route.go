@@ -74,10 +74,15 @@ func (c *Client) pick(ctx context.Context, class routeClass) (*Conn, *leaderLink
 	if c.routing {
 		var l *leaderLink
 		switch class {
-		case routeLeader:
-			l = c.leader(ctx)
-		case routeRead:
-			l = c.readLink(ctx)
+		case routeLeader, routeRead:
+			// Reads go to the leader too: it has applied every write
+			// acknowledged to anyone, so a read after another client's (or
+			// another process's) write sees it, as it did when every call
+			// went through one agent. readLink is the fallback while no
+			// leader link can be had.
+			if l = c.leader(ctx); l == nil && class == routeRead {
+				l = c.readLink(ctx)
+			}
 		}
 		if l != nil {
 			return l.conn, l, nil
