@@ -29,7 +29,7 @@ type batcher struct {
 }
 
 // maxFlushers is how many group entries may be in flight at once.
-const maxFlushers = 2
+const maxFlushers = 1
 
 // maxGroup bounds the commands in one Multi entry.
 const maxGroup = 512

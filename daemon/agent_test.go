@@ -215,3 +215,39 @@ func TestAbandonedForwardedClaimIsDropped(t *testing.T) {
 		t.Fatalf("claim after the ghost left: %+v %v", got, err)
 	}
 }
+
+// task.complete with a claim, sent through a follower: the result and the
+// next lease come back in one answer; a claim that asks to wait is refused
+// with a hint, before anything is proposed.
+func TestCompleteWithClaimThroughFollower(t *testing.T) {
+	agents := startAgents(t, 3)
+	_, fs := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := client(t, fs[0])
+	if _, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"},{"key":"b","type":"t"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "w", Types: []string{"t"}, WaitMS: 5000})
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim: %v %v", first, err)
+	}
+	_, err = c.CompleteAndClaim(ctx, rpc.CompleteParams{TaskID: first[0].TaskID, FencingToken: first[0].FencingToken,
+		Claim: &rpc.ClaimParams{WorkerID: "w", Max: 1, WaitMS: 10}})
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, "task.claim") {
+		t.Fatalf("claim with wait_ms: %v", err)
+	}
+	ack, err := c.CompleteAndClaim(ctx, rpc.CompleteParams{TaskID: first[0].TaskID, FencingToken: first[0].FencingToken,
+		Result: json.RawMessage(`1`), Claim: &rpc.ClaimParams{WorkerID: "w", Types: []string{"t"}, Max: 4}})
+	if err != nil || !ack.Accepted || len(ack.Tasks) != 1 || ack.Tasks[0].TaskID == first[0].TaskID {
+		t.Fatalf("complete with claim: %+v %v", ack, err)
+	}
+	if ack.Tasks[0].FencingToken != ack.Index {
+		t.Fatalf("next task's token %d, want the completion's entry %d", ack.Tasks[0].FencingToken, ack.Index)
+	}
+	done, err := c.Complete(ctx, rpc.CompleteParams{TaskID: ack.Tasks[0].TaskID, FencingToken: ack.Tasks[0].FencingToken})
+	if err != nil || !done.Accepted {
+		t.Fatalf("complete the claimed task: %+v %v", done, err)
+	}
+}

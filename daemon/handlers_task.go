@@ -37,22 +37,31 @@ func checkNames(kind string, names []string) error {
 	return nil
 }
 
-func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResult, error) {
+// checkClaim validates a claim's params (task.claim, or task.complete's
+// claim) and applies the defaults.
+func checkClaim(p *rpc.ClaimParams) error {
 	if p.WorkerID == "" || len(p.WorkerID) > 200 {
-		return rpc.ClaimResult{}, invalid("worker_id is required (a stable name for the worker, at most 200 bytes)")
+		return invalid("worker_id is required (a stable name for the worker, at most 200 bytes)")
 	}
 	if err := checkNames("queue", p.Queues); err != nil {
-		return rpc.ClaimResult{}, err
+		return err
 	}
 	if err := checkNames("type", p.Types); err != nil {
-		return rpc.ClaimResult{}, err
+		return err
 	}
 	if p.Max <= 0 {
 		p.Max = 1
 	}
 	p.Max = min(p.Max, fsm.MaxClaim)
 	if p.WaitMS < 0 {
-		return rpc.ClaimResult{}, invalid("wait_ms must be >= 0")
+		return invalid("wait_ms must be >= 0")
+	}
+	return nil
+}
+
+func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResult, error) {
+	if err := checkClaim(&p); err != nil {
+		return rpc.ClaimResult{}, err
 	}
 	wait := min(time.Duration(p.WaitMS)*time.Millisecond, MaxWait)
 	deadline := time.Now().Add(wait)
@@ -146,10 +155,20 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	if err != nil {
 		return rpc.AckResult{}, err
 	}
+	var next *fsm.Waiter
+	if p.Claim != nil {
+		if err := checkClaim(p.Claim); err != nil {
+			return rpc.AckResult{}, err
+		}
+		if p.Claim.WaitMS != 0 {
+			return rpc.AckResult{}, invalid("claim.wait_ms must be 0: task.complete claims only what is ready; long-poll with task.claim")
+		}
+		next = &fsm.Waiter{WorkerID: p.Claim.WorkerID, Queues: p.Claim.Queues, Types: p.Claim.Types, Max: p.Claim.Max}
+	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn})
+		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn, Claim: next})
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -157,7 +176,18 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 		if ack.Accepted {
 			a.metrics.completed.Inc()
 		}
-		return rpc.AckResult{Accepted: ack.Accepted, Index: idx}, nil
+		out := rpc.AckResult{Accepted: ack.Accepted, Index: idx}
+		if len(ack.Claimed) > 0 {
+			out.Tasks = make([]rpc.Claimed, 0, len(ack.Claimed))
+			ids := make([]string, 0, len(ack.Claimed))
+			for _, c := range ack.Claimed {
+				out.Tasks = append(out.Tasks, toClaimed(c))
+				ids = append(ids, c.TaskID)
+			}
+			a.workers.assigned(next.WorkerID, ids)
+			a.metrics.claimed.Add(float64(len(ack.Claimed)))
+		}
+		return out, nil
 	})
 }
 

@@ -265,7 +265,7 @@ func sharable(cmd Command) bool {
 	case *Heartbeat, *Fail:
 		return true
 	case *Complete:
-		return len(c.Spawn) == 0
+		return len(c.Spawn) == 0 && c.Claim == nil
 	}
 	return false
 }

@@ -116,6 +116,10 @@ type Complete struct {
 	Token  uint64            `json:"token"`
 	Result json.RawMessage   `json:"result,omitempty"`
 	Spawn  []domain.TaskSpec `json:"spawn,omitempty"`
+	// Claim, if set, claims up to Claim.Max ready tasks for the worker in
+	// the same entry, after the completion (whether or not it was
+	// accepted): a worker's result and its next task cost one entry.
+	Claim *Waiter `json:"claim,omitempty"`
 }
 
 // Fail records a failed attempt.
@@ -334,6 +338,8 @@ type ClaimResult struct {
 type AckResult struct {
 	Accepted       bool  `json:"accepted"`
 	LeaseExpiresAt int64 `json:"lease_expires_at,omitempty"`
+	// Claimed: the tasks a Complete with Claim leased (non-nil then).
+	Claimed []Claimed `json:"claimed,omitempty"`
 }
 
 // ChangedResult answers verbs; Changed false is a lost race.

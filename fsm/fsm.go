@@ -262,7 +262,12 @@ func (a *applier) dispatch(cmd Command) any {
 	case *Heartbeat:
 		return a.applyHeartbeat(c)
 	case *Complete:
-		return a.applyComplete(c)
+		res := a.applyComplete(c)
+		if ack, ok := res.(*AckResult); ok && c.Claim != nil {
+			got := a.applyClaim(&Claim{Waiters: []Waiter{*c.Claim}}).(*ClaimResult).Assigned[0]
+			ack.Claimed = append(make([]Claimed, 0, len(got)), got...)
+		}
+		return res
 	case *Fail:
 		return a.applyFail(c)
 	case *Reap:

@@ -99,6 +99,15 @@ func (c *Client) Complete(ctx context.Context, p CompleteParams) (*AckResult, er
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskComplete, p)
 }
 
+// CompleteAndClaim records a task's success and claims p.Claim's next
+// tasks in the same entry (AckResult.Tasks). Unlike Complete it is not
+// retried after an unknown outcome (a second try could lease tasks the
+// first one already leased); on an error, report the completion again with
+// Complete, which is safe to repeat.
+func (c *Client) CompleteAndClaim(ctx context.Context, p CompleteParams) (*AckResult, error) {
+	return call[AckResult](ctx, c.Call, MethodTaskComplete, p)
+}
+
 // Fail records a failed attempt; Accepted false means the token is stale.
 func (c *Client) Fail(ctx context.Context, p FailParams) (*AckResult, error) {
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskFail, p)

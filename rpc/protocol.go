@@ -285,11 +285,15 @@ type AckResult struct {
 	Accepted       bool      `json:"accepted"`
 	LeaseExpiresAt time.Time `json:"lease_expires_at,omitzero"`
 	Index          uint64    `json:"index,omitempty"`
+	// Tasks: what task.complete's claim leased (absent when it asked for
+	// none or none was ready).
+	Tasks []Claimed `json:"tasks,omitempty"`
 }
 
 // WriteIndex is the raft index of the entry that carried a write; an agent
-// that forwarded the write waits until it applied that index before
-// answering, so a client reading from the same agent sees its own write.
+// that forwarded the write makes its later local reads wait until it
+// applied that index, so a client reading from the same agent sees its
+// own write.
 func (r AckResult) WriteIndex() uint64 { return r.Index }
 
 // WriteIndex implements the read-your-writes contract (see AckResult).
@@ -308,6 +312,11 @@ type CompleteParams struct {
 	FencingToken uint64            `json:"fencing_token"`
 	Result       json.RawMessage   `json:"result,omitempty"`
 	Spawn        []json.RawMessage `json:"spawn,omitempty"`
+	// Claim, if set, also claims up to Claim.Max ready tasks for
+	// Claim.WorkerID in the same raft entry (no waiting: wait_ms must be 0),
+	// answered in AckResult.Tasks. Not idempotent: after an unknown outcome
+	// retry the completion without it.
+	Claim *ClaimParams `json:"claim,omitempty"`
 }
 
 // FailParams of task.fail.

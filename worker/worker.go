@@ -29,6 +29,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -128,6 +129,10 @@ type Options struct {
 	// its queues, and fails (non-retryably) those it has no handler for.
 	// By default a worker claims only the types it registered.
 	AnyType bool
+	// NoClaimOnComplete turns off claiming the next task with each
+	// completion (task.complete with claim): the worker then claims only
+	// by long polls, one raft entry more per task.
+	NoClaimOnComplete bool
 	// Route is rpc.ClientOptions.Route: by default (rpc.RouteLeader) claims,
 	// heartbeats and reports go straight to the leader's endpoint when it is
 	// among the endpoints; rpc.RouteAny sends them to whichever agent the
@@ -150,6 +155,9 @@ type Worker struct {
 	handlers map[string]Handler
 	inflight sync.WaitGroup
 	slots    chan struct{}
+	// stopping is set when Run's context ends: from then on no completion
+	// claims a next task.
+	stopping atomic.Bool
 
 	// hard is cancelled for an immediate stop: handler contexts derive
 	// from it, not from Run's ctx, so a drain lets them finish.
@@ -249,6 +257,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.log.Info("worker started", "types", w.types(), "queues", w.opts.Queues, "concurrency", w.opts.Concurrency)
+	stop := context.AfterFunc(ctx, func() { w.stopping.Store(true) })
+	defer stop()
 	attempt := 0
 	for ctx.Err() == nil {
 		free := w.waitSlot(ctx)
@@ -278,7 +288,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		attempt = 0
 		for _, c := range tasks {
 			w.inflight.Add(1)
-			go w.execute(c)
+			go w.run(c)
 		}
 	}
 	return w.drain()
@@ -356,9 +366,33 @@ func (w *Worker) drain() error {
 // leases expire and the tasks are retried elsewhere.
 func (w *Worker) Stop() { w.hardCancel(errors.New("worker stopped")) }
 
-func (w *Worker) execute(c rpc.Claimed) {
+// run executes c and, while the worker is not stopping, the next task
+// each completion claimed for this slot (task.complete with a claim: one
+// raft entry for a result and the next lease).
+func (w *Worker) run(c rpc.Claimed) {
 	defer w.inflight.Done()
 	defer func() { <-w.slots }()
+	for next := &c; next != nil; {
+		next = w.execute(*next)
+	}
+}
+
+// nextClaim is the claim a completion carries: one more task of the kinds
+// this worker serves, unless it is stopping.
+func (w *Worker) nextClaim() *rpc.ClaimParams {
+	if w.stopping.Load() || w.opts.NoClaimOnComplete {
+		return nil
+	}
+	types := w.types()
+	if w.opts.AnyType {
+		types = nil
+	}
+	return &rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types, Max: 1}
+}
+
+// execute runs one task and reports its outcome; it returns the task the
+// completion claimed next, if any.
+func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	t := &Task{ID: c.TaskID, RunID: c.RunID, Key: c.TaskKey, Type: c.Type, Queue: c.Queue, Input: c.Input,
 		RunInput: c.RunInput, DepResults: c.DepResults, Attempt: c.Attempt, FencingToken: c.FencingToken,
 		LeaseExpires: c.LeaseExpiresAt, Compensation: c.Compensation, Result: c.Result}
@@ -370,7 +404,7 @@ func (w *Worker) execute(c rpc.Claimed) {
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
 			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: msg, Retryable: &no})
 		})
-		return
+		return nil
 	}
 	ctx, cancel := context.WithCancelCause(w.hard)
 	defer cancel(nil)
@@ -386,12 +420,12 @@ func (w *Worker) execute(c rpc.Claimed) {
 	select {
 	case <-lost:
 		log.Warn("lease lost while running; result discarded")
-		return
+		return nil
 	default:
 	}
 	if w.hard.Err() != nil {
 		log.Warn("worker stopped hard; task abandoned (its lease will expire)")
-		return
+		return nil
 	}
 	if err != nil {
 		retryable := !errors.As(err, new(*PermanentError))
@@ -399,7 +433,7 @@ func (w *Worker) execute(c rpc.Claimed) {
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
 			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: err.Error(), Retryable: &retryable})
 		})
-		return
+		return nil
 	}
 	raw, merr := marshalResult(result)
 	if merr != nil {
@@ -407,14 +441,41 @@ func (w *Worker) execute(c rpc.Claimed) {
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
 			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: "result is not JSON: " + merr.Error(), Retryable: &no})
 		})
-		return
+		return nil
 	}
 	t.mu.Lock()
 	spawn := slices.Clone(t.spawn)
 	t.mu.Unlock()
+	done := rpc.CompleteParams{TaskID: t.ID, FencingToken: t.FencingToken, Result: raw, Spawn: spawn}
+	if next := w.nextClaim(); next != nil {
+		withNext := done
+		withNext.Claim = next
+		ctx, cancel := context.WithTimeout(w.hard, 15*time.Second)
+		ack, err := w.c.CompleteAndClaim(ctx, withNext)
+		cancel()
+		if err == nil {
+			if !ack.Accepted {
+				log.Warn("result rejected: the lease was lost (stale fencing token)")
+			}
+			if len(ack.Tasks) > 0 {
+				// Max 1: exactly this slot's next task. Should an agent
+				// answer more, the rest are not run here; their leases
+				// expire without spending an attempt.
+				return &ack.Tasks[0]
+			}
+			return nil
+		}
+		if w.hard.Err() != nil {
+			return nil
+		}
+		// Outcome unknown: report the completion again without a claim
+		// (repeat-safe by its fencing token).
+		log.Debug("complete-and-claim failed; reporting the result alone", "err", err)
+	}
 	w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-		return w.c.Complete(ctx, rpc.CompleteParams{TaskID: t.ID, FencingToken: t.FencingToken, Result: raw, Spawn: spawn})
+		return w.c.Complete(ctx, done)
 	})
+	return nil
 }
 
 func marshalResult(v any) (json.RawMessage, error) {
