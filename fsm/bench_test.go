@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -124,8 +125,8 @@ func (c *countingStore) Commit(batches [][]Write) error {
 // BenchmarkFSMQueueJob is the job-queue workload as the state machine sees
 // it after group commit: per round, one Multi entry of 16 one-task submits,
 // one claim entry for 16 waiting workers and one Multi of their 16
-// completions, over badger with the index mirror. Reports store writes per
-// job next to time and allocations per job.
+// completions, over badger with the index mirror. Reports the writes that
+// reach badger per job next to time and allocations per job.
 //
 //	go test -run ^$ -bench FSMQueueJob -benchmem ./fsm/
 func BenchmarkFSMQueueJob(b *testing.B) {
@@ -134,12 +135,12 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bs.Close()
-	idx, err := NewIndexedStore(bs)
+	store := &countingStore{Store: bs, writes: map[string]int{}} // what reaches badger
+	idx, err := NewIndexedStore(store)
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := &countingStore{Store: idx, writes: map[string]int{}}
-	f, _ := New(store, Options{})
+	f, _ := New(idx, Options{})
 	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
 	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
 	if err != nil {
@@ -194,4 +195,59 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 			b.Logf("%-8s %.2f writes/job", p, float64(n)/float64(jobs))
 		}
 	}
+}
+
+// BenchmarkReopenRetained measures opening a badger state that retains
+// many finished one-task runs (the derived indexes are rebuilt from the
+// records on open): FLOWD_BENCH_RETAINED tasks (default 100000).
+//
+//	FLOWD_BENCH_RETAINED=1000000 go test -run ^$ -bench ReopenRetained -benchtime 1x ./fsm/
+func BenchmarkReopenRetained(b *testing.B) {
+	n := 100000
+	if v := os.Getenv("FLOWD_BENCH_RETAINED"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	dir := b.TempDir()
+	bs, err := OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
+	var batch []Write
+	flush := func() {
+		if err := bs.Commit([][]Write{batch}); err != nil {
+			b.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for i := range n {
+		id := fmt.Sprintf("0193%08x-0000-7000-8000-%012x", i, i)
+		tk := &Task{RunID: id, Key: "job", Type: "noop", Queue: "default", Input: json.RawMessage(input), LeaseMS: 30000,
+			State: "succeeded", Attempt: 1, FencingToken: uint64(i), StartedAt: 1, FinishedAt: 2, Result: json.RawMessage(`{"ok":true}`),
+			Attempts: []Attempt{{N: 1, Worker: "w1", Token: uint64(i), ClaimedAt: 1, EndedAt: 2, Outcome: OutcomeSucceeded}}}
+		tv, _ := marshal(tk)
+		rv, _ := marshal(&Run{ID: id, Workflow: "q", State: "succeeded", CreatedAt: 1, FinishedAt: 2})
+		batch = append(batch, Write{Key: taskKey(id, "job"), Val: tv}, Write{Key: runKey(id), Val: rv})
+		if len(batch) >= 4000 {
+			flush()
+		}
+	}
+	flush()
+	if err := bs.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		bs, err := OpenBadger(dir, BadgerOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := NewIndexedStore(bs); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		bs.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(n), "tasks")
 }

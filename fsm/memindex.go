@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"fmt"
 	"sync"
 
 	"github.com/google/btree"
@@ -58,14 +59,32 @@ func (s *IndexedStore) reload() error {
 	if err != nil {
 		return err
 	}
-	defer release()
+	var legacy []Write // derived keys a store written before they were derived still holds
 	for _, p := range hotPrefixes {
+		derived := isDerived(p)
 		if err := r.Scan(p, nil, false, func(k, v []byte) bool {
-			mem.ReplaceOrInsert(item{key: bytes.Clone(k), val: bytes.Clone(v)})
+			if derived {
+				legacy = append(legacy, Write{Key: bytes.Clone(k)})
+			} else {
+				mem.ReplaceOrInsert(item{key: bytes.Clone(k), val: bytes.Clone(v)})
+			}
 			return true
 		}); err != nil {
+			release()
 			return err
 		}
+	}
+	err = deriveIndexes(r, func(k []byte) { mem.ReplaceOrInsert(item{key: k, val: []byte{}}) })
+	release()
+	if err != nil {
+		return fmt.Errorf("rebuild the ready, lease and wake-up indexes from the records: %w", err)
+	}
+	for len(legacy) > 0 {
+		n := min(len(legacy), 10000)
+		if err := s.inner.Commit([][]Write{legacy[:n]}); err != nil {
+			return fmt.Errorf("drop the stored copies of the derived indexes: %w", err)
+		}
+		legacy = legacy[n:]
 	}
 	s.mu.Lock()
 	s.mem, s.snap = mem, nil
@@ -104,11 +123,22 @@ func (s *IndexedStore) View() (Reader, func(), error) {
 	return indexedReader{inner: r, mem: memReader{s.snap}}, release, nil
 }
 
-// Commit implements Store: the durable store first, then the mirror.
+// Commit implements Store: the durable store first (without the derived
+// indexes, which live in memory only), then the mirror.
 func (s *IndexedStore) Commit(batches [][]Write) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.inner.Commit(batches); err != nil {
+	durable := make([][]Write, len(batches))
+	for i, b := range batches {
+		keep := make([]Write, 0, len(b))
+		for _, w := range b {
+			if !isDerived(w.Key) {
+				keep = append(keep, w)
+			}
+		}
+		durable[i] = keep
+	}
+	if err := s.inner.Commit(durable); err != nil {
 		return err
 	}
 	s.snap = nil
@@ -130,9 +160,18 @@ func (s *IndexedStore) Commit(batches [][]Write) error {
 	return nil
 }
 
-// Replace implements Store.
+// Replace implements Store. Derived index keys in the loaded state (a
+// snapshot holds them) are not stored: reload rebuilds them from the
+// records.
 func (s *IndexedStore) Replace(load func(put func(k, v []byte) error) error) error {
-	if err := s.inner.Replace(load); err != nil {
+	if err := s.inner.Replace(func(put func(k, v []byte) error) error {
+		return load(func(k, v []byte) error {
+			if isDerived(k) {
+				return nil
+			}
+			return put(k, v)
+		})
+	}); err != nil {
 		return err
 	}
 	return s.reload()
@@ -215,12 +254,59 @@ func (c *recentCache) get(key []byte) (val []byte, found, ok bool) {
 	return nil, false, false
 }
 
-// Scan serves a hot prefix from memory. Any other scan, including a full
-// scan (digest, snapshot), reads the durable store, which holds the same
-// values for hot keys as the mirror.
+// Scan serves a hot prefix from memory. Any other scan reads the durable
+// store, which holds the same values for the other hot keys as the mirror;
+// a scan whose range covers derived indexes (a full scan: digest, snapshot)
+// merges them in from memory, so it sees the same state as before they
+// were derived.
 func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
 	if len(prefix) > 0 && isHot(prefix) {
 		return r.mem.Scan(prefix, start, reverse, fn)
 	}
-	return r.inner.Scan(prefix, start, reverse, fn)
+	if !coversDerived(prefix) {
+		return r.inner.Scan(prefix, start, reverse, fn)
+	}
+	var extra []item // mirror items are immutable: safe to hold
+	_ = r.mem.Scan(prefix, start, reverse, func(k, v []byte) bool {
+		if isDerived(k) {
+			extra = append(extra, item{key: k, val: v})
+		}
+		return true
+	})
+	before := func(a, b []byte) bool {
+		if reverse {
+			return bytes.Compare(a, b) > 0
+		}
+		return bytes.Compare(a, b) < 0
+	}
+	i, stopped := 0, false
+	err := r.inner.Scan(prefix, start, reverse, func(k, v []byte) bool {
+		for ; i < len(extra) && before(extra[i].key, k); i++ {
+			if !fn(extra[i].key, extra[i].val) {
+				stopped = true
+				return false
+			}
+		}
+		if !fn(k, v) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	for ; err == nil && !stopped && i < len(extra); i++ {
+		if !fn(extra[i].key, extra[i].val) {
+			break
+		}
+	}
+	return err
+}
+
+// coversDerived reports whether a scan of prefix can meet derived keys.
+func coversDerived(prefix []byte) bool {
+	for _, p := range derivedPrefixes {
+		if bytes.HasPrefix(p, prefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -13,6 +13,31 @@ import (
 
 func (m *model) check(rt *rapid.T) {
 	f := m.h.f
+	// The derived indexes are exactly what the records say (so a store can
+	// keep them in memory and rebuild them from the records).
+	_ = f.View(func(r Reader) error {
+		live := map[string]bool{}
+		for _, p := range derivedPrefixes {
+			if err := r.Scan(p, nil, false, func(k, _ []byte) bool { live[string(k)] = true; return true }); err != nil {
+				rt.Fatal(err)
+			}
+		}
+		rebuilt := map[string]bool{}
+		if err := deriveIndexes(r, func(k []byte) { rebuilt[string(k)] = true }); err != nil {
+			rt.Fatal(err)
+		}
+		for k := range live {
+			if !rebuilt[k] {
+				rt.Fatalf("index key %q is not derivable from the records", k)
+			}
+		}
+		for k := range rebuilt {
+			if !live[k] {
+				rt.Fatalf("the records derive index key %q the applier did not write", k)
+			}
+		}
+		return nil
+	})
 	leases := map[string]int64{}
 	_ = f.View(func(r Reader) error {
 		return r.Scan(pfxLease, nil, false, func(k, _ []byte) bool {

@@ -28,7 +28,7 @@ func TestApplyViewReadsWhatTheStoreHolds(t *testing.T) {
 			k := keys[rng.IntN(len(keys))]
 			var v []byte
 			if rng.IntN(4) != 0 {
-				v = []byte(fmt.Sprintf("v%d-%d", round, rng.Int()))
+				v = []byte(fmt.Sprintf(`{"error":"v%d-%d"}`, round, rng.Int()))
 			}
 			batch = append(batch, Write{Key: k, Val: v})
 		}
@@ -54,7 +54,7 @@ func TestApplyViewReadsWhatTheStoreHolds(t *testing.T) {
 		releaseI()
 	}
 	// A restore replaces everything: nothing cached may survive it.
-	if err := s.Replace(func(put func(k, v []byte) error) error { return put([]byte("r/other"), []byte("x")) }); err != nil {
+	if err := s.Replace(func(put func(k, v []byte) error) error { return put([]byte("r/other"), []byte(`{"id":"other"}`)) }); err != nil {
 		t.Fatal(err)
 	}
 	av, release, _ := s.ApplyView()

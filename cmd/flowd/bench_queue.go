@@ -85,6 +85,7 @@ type queueJob struct {
 
 func runQueueBench(c *cli.Context, eps []string, spawnedPIDs []int) error {
 	n, producers, workers, claimMax := c.Int("jobs"), c.Int("producers"), c.Int("workers"), c.Int("claim-max")
+	claimNext := c.Bool("claim-next")
 	rate, payloadSize, stall := c.Float64("rate"), c.Int("payload"), c.Duration("stall-timeout")
 	switch {
 	case n <= 0 || producers <= 0 || workers <= 0 || claimMax <= 0:
@@ -160,10 +161,21 @@ func runQueueBench(c *cli.Context, eps []string, spawnedPIDs []int) error {
 				}
 				claims.Add(1)
 				claimed.Add(int64(len(got)))
-				complete := func(t rpc.Claimed) {
+				complete := func(t rpc.Claimed) *rpc.Claimed {
 					dctx, dcancel := context.WithTimeout(ctx, callTO)
 					defer dcancel()
-					ack, err := cl.Complete(dctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken})
+					p := rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken}
+					var ack *rpc.AckResult
+					var err error
+					if claimNext && rctx.Err() == nil {
+						p.Claim = &rpc.ClaimParams{WorkerID: id, Queues: []string{queue}, Max: 1}
+						if ack, err = cl.CompleteAndClaim(dctx, p); err != nil {
+							p.Claim = nil // outcome unknown: report it alone (repeat-safe)
+						}
+					}
+					if p.Claim == nil {
+						ack, err = cl.Complete(dctx, p)
+					}
 					now := time.Now()
 					switch {
 					case err != nil:
@@ -176,15 +188,28 @@ func runQueueBench(c *cli.Context, eps []string, spawnedPIDs []int) error {
 						}
 						settled(&acked)
 					}
+					if err == nil && len(ack.Tasks) > 0 {
+						claims.Add(1) // a claim that rode on the completion
+						claimed.Add(int64(len(ack.Tasks)))
+						return &ack.Tasks[0]
+					}
+					return nil
 				}
 				if len(got) == 1 {
-					complete(got[0])
+					for next := &got[0]; next != nil; {
+						next = complete(*next)
+					}
 					continue
 				}
 				var inner sync.WaitGroup
 				for _, t := range got {
 					inner.Add(1)
-					go func(t rpc.Claimed) { defer inner.Done(); complete(t) }(t)
+					go func(t rpc.Claimed) {
+						defer inner.Done()
+						for next := &t; next != nil; {
+							next = complete(*next)
+						}
+					}(t)
 				}
 				inner.Wait()
 			}

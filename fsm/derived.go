@@ -1,0 +1,84 @@
+package fsm
+
+import (
+	"bytes"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Derived indexes. The ready index (q/), leases (l/), wake-ups (w/) and the
+// admission queue (rp/) are functions of the task and run records: a task
+// is in the ready index iff its record says Indexed (at the key its queue,
+// dispatch type, priority and ReadySeq give), leased iff LeaseExpiresAt is
+// set, due for a wake-up iff RetryAt is set; a run waits for admission iff
+// it is pending with an AdmitSeq. The applier maintains them with the
+// records (dispatch.go), and IndexedStore keeps them in memory only: they
+// are rebuilt from the records when a store is opened or restored, so each
+// task costs four badger writes fewer. TestModelRandomCommands checks after
+// every command that the rebuild equals the live indexes.
+
+// derivedPrefixes are kept in memory only and rebuilt from records.
+var derivedPrefixes = [][]byte{pfxReady, pfxLease, pfxWake, pfxPending}
+
+func isDerived(key []byte) bool {
+	for _, p := range derivedPrefixes {
+		if bytes.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// taskIndexKeys appends the derived keys of one task record.
+func taskIndexKeys(out [][]byte, t *Task) [][]byte {
+	if t.Indexed {
+		out = append(out, readyKey(t.Queue, dispatchType(t), t.Priority, t.ReadySeq, t.ID()))
+	}
+	if t.LeaseExpiresAt != 0 {
+		out = append(out, leaseKey(t.LeaseExpiresAt, t.ID()))
+	}
+	if t.RetryAt != 0 {
+		out = append(out, wakeKey(t.RetryAt, t.ID()))
+	}
+	return out
+}
+
+// deriveIndexes rebuilds every derived key from the records r holds, in no
+// particular order; put receives each (its value is always empty).
+func deriveIndexes(r Reader, put func(key []byte)) error {
+	var bad error
+	var keys [][]byte
+	err := r.Scan(pfxTask, nil, false, func(_, v []byte) bool {
+		var t Task
+		if err := unmarshal(v, &t); err != nil {
+			bad = err
+			return false
+		}
+		keys = taskIndexKeys(keys[:0], &t)
+		for _, k := range keys {
+			put(k)
+		}
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return err
+	}
+	err = r.Scan(pfxRun, nil, false, func(_, v []byte) bool {
+		var run Run
+		if err := unmarshal(v, &run); err != nil {
+			bad = err
+			return false
+		}
+		if run.State == domain.RunPending && run.AdmitSeq != 0 {
+			put(pendingKey(run.AdmitSeq, run.ID))
+		}
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	return err
+}
