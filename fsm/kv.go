@@ -49,6 +49,9 @@ type Write struct {
 type item struct {
 	key []byte
 	val []byte // nil = tombstone
+	// born: set in this overlay with the key known absent below it, so
+	// deleting it needs no tombstone.
+	born bool
 }
 
 func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
@@ -93,13 +96,36 @@ func (o *overlay) Set(key, val []byte) error {
 	return nil
 }
 
+// SetNew is Set for a key the caller knows is absent below this overlay
+// (e.g. an index key of a run created in this entry): if it is deleted
+// again before the overlay is written, it leaves nothing, not a tombstone.
+func (o *overlay) SetNew(key, val []byte) error {
+	if val == nil {
+		val = []byte{}
+	}
+	o.put(item{key: bytes.Clone(key), val: val, born: true}, len(key)+len(val)+16)
+	return nil
+}
+
 func (o *overlay) Delete(key []byte) error {
+	if it, ok := o.items.Get(item{key: key}); ok && it.born {
+		o.items.Delete(it)
+		if o.journaling {
+			o.undo = append(o.undo, undoRec{prev: it, key: it.key})
+		}
+		return nil
+	}
 	o.put(item{key: bytes.Clone(key)}, len(key)+16)
 	return nil
 }
 
 func (o *overlay) put(it item, n int) {
-	prev, _ := o.items.ReplaceOrInsert(it)
+	prev, had := o.items.ReplaceOrInsert(it)
+	if had && prev.born && !it.born && it.val != nil {
+		// Overwritten, still absent below: stays born.
+		it.born = true
+		o.items.ReplaceOrInsert(it)
+	}
 	o.size += n
 	if o.journaling {
 		o.undo = append(o.undo, undoRec{prev: prev, key: it.key})

@@ -82,3 +82,33 @@ func TestOverlayScanMatchesModel(t *testing.T) {
 		}
 	})
 }
+
+// A key set with SetNew (known absent below) and deleted again in the same
+// overlay leaves no write at all; overwriting keeps that; undoing the
+// delete brings the value back; any other delete is a tombstone.
+func TestOverlaySetNewDeletesWithoutTombstone(t *testing.T) {
+	base := NewMemStore()
+	if err := base.Commit([][]Write{{{Key: []byte("k/old"), Val: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, release, _ := base.View()
+	defer release()
+	o := newOverlay(r)
+	_ = o.SetNew([]byte("k/new"), []byte("1"))
+	_ = o.Set([]byte("k/new"), []byte("2"))
+	o.begin()
+	_ = o.Delete([]byte("k/new"))
+	if _, ok, _ := o.Get([]byte("k/new")); ok {
+		t.Fatal("deleted key still visible")
+	}
+	o.rollback()
+	if v, ok, _ := o.Get([]byte("k/new")); !ok || string(v) != "2" {
+		t.Fatalf("after undoing the delete: %q %v", v, ok)
+	}
+	_ = o.Delete([]byte("k/new"))
+	_ = o.Delete([]byte("k/old"))
+	ws := o.writes()
+	if len(ws) != 1 || string(ws[0].Key) != "k/old" || ws[0].Val != nil {
+		t.Fatalf("writes %+v, want only the tombstone of k/old", ws)
+	}
+}

@@ -353,7 +353,13 @@ func (a *applier) setRunState(r *Run, to domain.RunState) {
 		a.del(runStateKey(string(from), r.ID))
 	}
 	r.State = to
-	must(a.tx.Set(runStateKey(string(to), r.ID), []byte{}))
+	if o, ok := a.tx.(*overlay); ok && from == "" {
+		// A run created in this entry: its first state key is new, so
+		// leaving pending at once (admitted) writes no tombstone.
+		must(o.SetNew(runStateKey(string(to), r.ID), []byte{}))
+	} else {
+		must(a.tx.Set(runStateKey(string(to), r.ID), []byte{}))
+	}
 	c := a.getCounters()
 	if activeRun(from) && !activeRun(to) {
 		c.ActiveRuns--
