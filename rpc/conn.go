@@ -297,14 +297,31 @@ func (c *Conn) fail(err error) {
 	}
 }
 
+// writeLoop writes requests in order; requests queued while a write is in
+// progress go out together in the next one (one syscall for many calls
+// on a shared connection, such as an agent's forwarding connection).
 func (c *Conn) writeLoop() {
+	var buf []byte
 	for {
 		select {
 		case w := <-c.writes:
+			buf = append(append(buf[:0], w.b...), '\n')
+		more:
+			for len(buf) < 64<<10 {
+				select {
+				case w := <-c.writes:
+					buf = append(append(buf, w.b...), '\n')
+				default:
+					break more
+				}
+			}
 			_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
-			_, err := c.nc.Write(append(w.b, '\n'))
+			_, err := c.nc.Write(buf)
 			if err != nil {
 				c.fail(fmt.Errorf("write: %w", err))
+			}
+			if cap(buf) > 256<<10 {
+				buf = nil // do not keep a large request's buffer
 			}
 		case <-c.done:
 			return
