@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test test-unit test-race test-e2e vet bench deps clean image
+.PHONY: all build run test test-unit test-race test-e2e vet bench bench-queues bench-profile deps clean image
 
 all: build
 
@@ -45,6 +45,19 @@ test: deps vet build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/
+
+# The side-by-side job-queue benchmark (../shared/bench/queues: flowd against
+# Asynq, River and a Postgres SKIP LOCKED loop, interleaved passes; ~40 min).
+# It installs and starts its own Postgres and Redis. Results: bench-results/.
+QUEUES ?= ../shared/bench/queues
+bench-queues: build
+	FLOWD_BIN=$(BIN) PEERS="flowd flowd-batch8 asynq-everysec asynq-always pgskiplocked river" \
+	  N=$${N:-10000} PASSES=$${PASSES:-3} EXTRA_PEERS="flowd-leader" EXTRA_WS="1 64" \
+	  PACED_PEERS="flowd asynq-always pgskiplocked" bash $(QUEUES)/run.sh
+
+# CPU profiles of the agents while the harness runs flowd at W=64.
+bench-profile: build
+	FLOWD_BIN=$(BIN) bash $(QUEUES)/profile-flowd.sh
 
 image: build
 	docker build -t flowd:$(VERSION) -t flowd:dev -f examples/deploy/Dockerfile .
