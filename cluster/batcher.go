@@ -111,28 +111,64 @@ func (b *batcher) flush() {
 	}
 }
 
+// makesWork reports whether a group holds a command that can make tasks
+// ready (a submit, a completion); the type byte is the command's first.
+func makesWork(batch []*groupReq) bool {
+	for _, r := range batch {
+		if len(r.buf) > 0 {
+			switch fsm.MsgType(r.buf[0]) &^ fsm.IgnoreUnknown {
+			case fsm.MsgSubmit, fsm.MsgComplete:
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (b *batcher) propose(batch []*groupReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if len(batch) == 1 {
+	if len(batch) == 1 && !(makesWork(batch) && b.n.disp.Waiting() > 0) {
 		res, idx, err := b.n.proposeEncoded(ctx, batch[0].buf)
 		batch[0].done <- groupResp{res, idx, err}
 		return
 	}
-	multi := &fsm.Multi{Cmds: make([][]byte, len(batch))}
-	multi.Stamp(b.n.cfg.Clock().UnixMilli())
+	now := b.n.cfg.Clock().UnixMilli()
+	multi := &fsm.Multi{Cmds: make([][]byte, len(batch), len(batch)+1)}
+	multi.Stamp(now)
 	for i, r := range batch {
 		multi.Cmds[i] = r.buf
+	}
+	// Work made ready by this entry is claimed in it by whoever waits.
+	var waiting []*waiter
+	if makesWork(batch) {
+		if waiting = b.n.disp.forGroup(); len(waiting) > 0 {
+			claim := claimFor(waiting)
+			claim.Stamp(now)
+			cbuf, _ := fsm.Encode(claim)
+			multi.Cmds = append(multi.Cmds, cbuf)
+		}
 	}
 	buf, _ := fsm.Encode(multi) // the binary framing cannot fail
 	res, idx, err := b.n.proposeEncoded(ctx, buf)
 	var results []any
 	if err == nil {
-		if mr, ok := res.(*fsm.MultiResult); ok && len(mr.Results) == len(batch) {
+		if mr, ok := res.(*fsm.MultiResult); ok && len(mr.Results) == len(multi.Cmds) {
 			results = mr.Results
 		} else {
 			err = &domain.UnavailableError{Reason: "group commit entry answered without per-command results; its outcome is unknown", RetryAfter: 250 * time.Millisecond}
 		}
+	}
+	if len(waiting) > 0 {
+		var cres any
+		if err == nil {
+			cres = results[len(batch)]
+		}
+		cerr := err
+		if e, ok := cres.(error); ok {
+			cerr = e
+		}
+		b.n.disp.settle(waiting, cres, idx, cerr)
 	}
 	for i, r := range batch {
 		switch {

@@ -54,3 +54,44 @@ func TestProposeGroupedCoalesces(t *testing.T) {
 	}
 	assertConverged(t, c)
 }
+
+// A claim waiting when a submit is proposed is served by the submit's own
+// entry (its fencing token is that entry's index), not by a claim entry
+// proposed after the submit was applied: one raft round from submit to
+// lease.
+func TestWaitingClaimRidesWithTheSubmit(t *testing.T) {
+	c := NewTestCluster(t, 3, nil)
+	l := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.WaitLeaderReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	type out struct {
+		got []fsm.Claimed
+		err error
+	}
+	ch := make(chan out, 1)
+	go func() {
+		got, err := l.Claim(ctx, fsm.Waiter{WorkerID: "w", Max: 1}, time.Second)
+		ch <- out{got, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.WaitingClaims() != 1 { // no event marks a claim as registered
+		if time.Now().After(deadline) {
+			t.Fatal("the claim was never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	res, idx, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)})
+	if err != nil || !res.(*fsm.SubmitResult).Created {
+		t.Fatalf("submit: %v %v", res, err)
+	}
+	o := <-ch
+	if o.err != nil || len(o.got) != 1 {
+		t.Fatalf("claim: %+v %v", o.got, o.err)
+	}
+	if o.got[0].FencingToken != idx {
+		t.Fatalf("claimed under token %d, the submit's entry is %d: the claim took an entry of its own", o.got[0].FencingToken, idx)
+	}
+}

@@ -183,13 +183,42 @@ func waiterKey(w fsm.Waiter) string {
 }
 
 func (d *Dispatcher) propose(ctx context.Context, batch []*waiter) {
+	cmd := claimFor(batch)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	res, idx, err := d.n.ProposeGrouped(pctx, cmd)
+	cancel()
+	d.settle(batch, res, idx, err)
+}
+
+func claimFor(batch []*waiter) *fsm.Claim {
 	cmd := &fsm.Claim{Waiters: make([]fsm.Waiter, len(batch))}
 	for i, wt := range batch {
 		cmd.Waiters[i] = wt.w
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	res, idx, err := d.n.ProposeGrouped(pctx, cmd)
-	cancel()
+	return cmd
+}
+
+// forGroup takes every waiter that is free to be served and marks it in
+// flight: the group-commit entry being built makes new work ready (a
+// submit, a completion) and claims for them after it, in the same entry,
+// instead of a claim entry of its own once that one is applied. Nil when
+// no waiter is free.
+func (d *Dispatcher) forGroup() []*waiter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*waiter
+	for _, wt := range d.waiters {
+		if wt.done || wt.inFlight || wt.cancelled {
+			continue
+		}
+		wt.inFlight = true
+		out = append(out, wt)
+	}
+	return out
+}
+
+// settle hands a claim entry's outcome to its waiters.
+func (d *Dispatcher) settle(batch []*waiter, res any, idx uint64, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var assigned [][]fsm.Claimed
