@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/cluster"
-	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -21,23 +19,22 @@ import (
 // its Unix socket (and optional TCP listener), the inter-node forwarding
 // listener, and the HTTP health/metrics endpoint.
 type Agent struct {
-	cfg  Config
-	log  *slog.Logger
+	cfg Config
+	log *slog.Logger
+	// node is the concrete cluster node, for lifecycle (Run, Shutdown),
+	// metrics and the operator methods that need raft itself; handlers
+	// otherwise go through prop and state (the seam, seam.go).
 	node *cluster.Node
-	fsm  *fsm.FSM
 
+	prop    proposer    // the node: proposals, claims, leadership
+	state   stateReader // the node's FSM: replicated state as applied here
+	proxy   *leaderProxy
 	srv     *rpc.Server // clients: unix socket, optional TCP
 	fwdSrv  *rpc.Server // other agents forwarding to this one as leader
 	httpSrv *http.Server
-	fwd     *forwarder
 	workers *workerRegistry
 	rate    *rateMeter
 	metrics *metrics
-
-	// readFence is the highest index of a forwarded write this agent has
-	// answered; local reads wait until it is applied (read-your-writes on
-	// one agent without holding the write's answer back).
-	readFence atomic.Uint64
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -61,7 +58,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		log = NewLogger(cfg.LogLevel, cfg.LogFormat)
 	}
 	peers, _ := cluster.ParsePeers(cfg.Peers)
-	a := &Agent{cfg: cfg, log: log, subs: map[string]context.CancelFunc{}, workers: newWorkerRegistry()}
+	a := newAgent(cfg, log)
 	ok := false
 	defer func() {
 		if !ok {
@@ -108,10 +105,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.fsm = a.node.FSM()
-	a.fwd = newForwarder(a)
-	a.rate = newRateMeter(a.fsm)
-	a.metrics = newMetrics(a)
+	a.wire(a.node, a.node.FSM())
+	a.rate = newRateMeter(a.node.FSM())
 	methods := a.methods()
 	opts := rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "rpc")}
 	a.srv = rpc.NewServer(a.metrics.instrument(methods), opts)
@@ -125,6 +120,18 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.startServing(sock, fwdL, clientL, httpL)
 	ok = true
 	return a, nil
+}
+
+func newAgent(cfg Config, log *slog.Logger) *Agent {
+	return &Agent{cfg: cfg, log: log, subs: map[string]context.CancelFunc{}, workers: newWorkerRegistry()}
+}
+
+// wire sets up what the handlers use around p and s: in New the node and
+// its FSM; in tests, a test cluster's node (or a fake) without listeners.
+func (a *Agent) wire(p proposer, s stateReader) {
+	a.prop, a.state = p, s
+	a.proxy = newLeaderProxy(a.cfg.NodeID, p, s, a.log)
+	a.metrics = newMetrics(a)
 }
 
 func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
@@ -201,7 +208,7 @@ func (a *Agent) Shutdown() error {
 	}
 	_ = a.srv.Shutdown(ctx)
 	_ = a.fwdSrv.Shutdown(ctx)
-	a.fwd.close()
+	a.proxy.close()
 	a.closeListeners()
 	err := a.node.Shutdown()
 	a.log.Info("stopped")

@@ -108,13 +108,13 @@ func TestSubmitClaimCompleteThroughFollowers(t *testing.T) {
 	// Every node reports the same final state: each applies up to the
 	// leader's last index, then all digests agree.
 	leader, _ := followers(agents)
-	target := leader.fsm.AppliedIndex()
+	target := leader.state.AppliedIndex()
 	var first string
 	for _, a := range agents {
 		if err := a.node.WaitForApplied(ctx, target); err != nil {
 			t.Fatal(err)
 		}
-		d, idx, err := a.fsm.Digest()
+		d, idx, err := a.state.Digest()
 		if err != nil {
 			t.Fatal(err)
 		}

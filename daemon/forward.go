@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/cluster"
@@ -19,8 +21,22 @@ import (
 // exists the address is derived from the leader's raft address. A request
 // that arrives over the forwarding listener is served there or fails; it is
 // never forwarded again, so a stale view of who leads cannot loop.
-type forwarder struct {
-	a     *Agent
+//
+// leaderProxy is that layer (rqlite's proxy.Proxy): it depends only on the
+// node's leadership and the applied index (the seam, seam.go), holds the
+// connections to leaders, and keeps the agent's read fence. onLeader is its
+// entry point. Its methods are safe for concurrent use.
+type leaderProxy struct {
+	self  string // this node's id
+	node  leadership
+	state interface{ AppliedIndex() uint64 }
+	log   *slog.Logger
+
+	// readFence is the highest index of a forwarded write this agent has
+	// answered; local reads wait until it is applied (read-your-writes on
+	// one agent without holding the write's answer back).
+	readFence atomic.Uint64
+
 	mu    sync.Mutex
 	conns map[string]*rpc.Conn
 	dials map[string]*sync.Mutex // one dial per address at a time
@@ -31,13 +47,14 @@ type forwarder struct {
 	published map[string]string
 }
 
-func newForwarder(a *Agent) *forwarder {
-	return &forwarder{a: a, conns: map[string]*rpc.Conn{}, dials: map[string]*sync.Mutex{}, idle: map[string][]*rpc.Conn{}, published: map[string]string{}}
+func newLeaderProxy(self string, node leadership, state interface{ AppliedIndex() uint64 }, log *slog.Logger) *leaderProxy {
+	return &leaderProxy{self: self, node: node, state: state, log: log, conns: map[string]*rpc.Conn{},
+		dials: map[string]*sync.Mutex{}, idle: map[string][]*rpc.Conn{}, published: map[string]string{}}
 }
 
 // leaderAddr returns the leader's id and forwarding address.
-func (f *forwarder) leaderAddr() (string, string) {
-	id, raftAddr := f.a.node.Leader()
+func (f *leaderProxy) leaderAddr() (string, string) {
+	id, raftAddr := f.node.Leader()
 	if id == "" {
 		return "", ""
 	}
@@ -47,7 +64,7 @@ func (f *forwarder) leaderAddr() (string, string) {
 	if ok {
 		return id, addr
 	}
-	if meta := f.a.node.NodeMeta(id); meta["forward"] != "" {
+	if meta := f.node.NodeMeta(id); meta["forward"] != "" {
 		f.mu.Lock()
 		f.published[id] = meta["forward"]
 		f.mu.Unlock()
@@ -58,13 +75,13 @@ func (f *forwarder) leaderAddr() (string, string) {
 }
 
 // forget drops the cached published address of node id.
-func (f *forwarder) forget(id string) {
+func (f *leaderProxy) forget(id string) {
 	f.mu.Lock()
 	delete(f.published, id)
 	f.mu.Unlock()
 }
 
-func (f *forwarder) live(addr string) *rpc.Conn {
+func (f *leaderProxy) live(addr string) *rpc.Conn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c := f.conns[addr]; c != nil {
@@ -80,7 +97,7 @@ func (f *forwarder) live(addr string) *rpc.Conn {
 // conn returns the pooled connection to addr, dialing it if needed. Dials
 // to one address are serialized, so concurrent forwards share one
 // connection instead of closing each other's.
-func (f *forwarder) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
+func (f *leaderProxy) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 	if c := f.live(addr); c != nil {
 		return c, nil
 	}
@@ -108,7 +125,7 @@ func (f *forwarder) conn(ctx context.Context, addr string) (*rpc.Conn, error) {
 	return c, nil
 }
 
-func (f *forwarder) close() {
+func (f *leaderProxy) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range f.conns {
@@ -140,7 +157,7 @@ const maxIdleExclusive = 32
 // caller gives up (its client went away), the connection is closed, which
 // the leader sees as the end of its input: it stops holding the claim
 // instead of leasing tasks to a worker that is gone.
-func (f *forwarder) callExclusive(ctx context.Context, addr, method string, params, out any) error {
+func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, params, out any) error {
 	f.mu.Lock()
 	var c *rpc.Conn
 	for len(f.idle[addr]) > 0 && c == nil {
@@ -181,15 +198,16 @@ func (f *forwarder) callExclusive(ctx context.Context, addr, method string, para
 }
 
 // onLeader runs local when this node leads; otherwise it forwards method
-// with params to the leader, retrying across elections until ctx ends. It
-// returns a retryable -32004 error if no leader could be reached in time.
-func onLeader[R any](ctx context.Context, a *Agent, method string, params any, local func(context.Context) (R, error)) (R, error) {
+// with params to the leader through p, retrying across elections until ctx
+// ends. It returns a retryable -32004 error if no leader could be reached
+// in time. (A function, not a method: Go methods take no type parameters.)
+func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params any, local func(context.Context) (R, error)) (R, error) {
 	var zero R
 	for {
-		if a.node.IsLeader() || isForwarded(ctx) {
+		if p.node.IsLeader() || isForwarded(ctx) {
 			// A new leader first applies what earlier terms committed, so
 			// what it reads reflects every acknowledged write.
-			err := a.node.WaitLeaderReady(ctx)
+			err := p.node.WaitLeaderReady(ctx)
 			if err == nil {
 				var r R
 				if r, err = local(ctx); err == nil || isForwarded(ctx) || !errors.Is(err, cluster.ErrNotLeader) {
@@ -199,9 +217,9 @@ func onLeader[R any](ctx context.Context, a *Agent, method string, params any, l
 				return zero, err
 			}
 		}
-		id, addr := a.fwd.leaderAddr()
+		id, addr := p.leaderAddr()
 		switch {
-		case id == a.cfg.NodeID:
+		case id == p.self:
 			// We lead according to raft but local said no: leadership is
 			// changing. Wait for it to settle.
 		case id == "" || addr == "":
@@ -209,38 +227,38 @@ func onLeader[R any](ctx context.Context, a *Agent, method string, params any, l
 			var out R
 			var err error
 			if exclusiveForward(ctx) {
-				err = a.fwd.callExclusive(ctx, addr, method, params, &out)
+				err = p.callExclusive(ctx, addr, method, params, &out)
 			} else {
 				var c *rpc.Conn
-				if c, err = a.fwd.conn(ctx, addr); err == nil {
+				if c, err = p.conn(ctx, addr); err == nil {
 					err = c.Call(ctx, method, params, &out)
 				}
 			}
 			if err == nil {
-				a.catchUp(ctx, out)
+				p.catchUp(ctx, out)
 				return out, nil
 			}
 			if !errors.Is(err, domain.ErrUnavailable) && !errors.Is(err, rpc.ErrClosed) {
 				return zero, err // a real answer from the leader
 			}
-			a.fwd.forget(id)
-			a.log.Debug("forward failed; retrying", "method", method, "leader", id, "addr", addr, "err", err)
+			p.forget(id)
+			p.log.Debug("forward failed; retrying", "method", method, "leader", id, "addr", addr, "err", err)
 		}
 		if ctx.Err() != nil {
-			return zero, unavailable(a, ctx.Err())
+			return zero, p.unavailable(ctx.Err())
 		}
-		a.node.WaitLeaderChange(ctx, 100*time.Millisecond)
+		p.node.WaitLeaderChange(ctx, 100*time.Millisecond)
 		if ctx.Err() != nil {
-			return zero, unavailable(a, ctx.Err())
+			return zero, p.unavailable(ctx.Err())
 		}
 	}
 }
 
-func unavailable(a *Agent, cause error) error {
-	id, _ := a.node.Leader()
+func (p *leaderProxy) unavailable(cause error) error {
+	id, _ := p.node.Leader()
 	reason := "no leader reachable in time (" + cause.Error() + ")"
 	if id == "" {
-		n := len(a.node.Servers())
+		n := len(p.node.Servers())
 		reason = "no leader yet: an election is in progress or fewer than a majority of the " +
 			itoa(n) + " nodes are up; start the others or run `flowd operator raft list-peers`"
 	}
@@ -251,15 +269,15 @@ func unavailable(a *Agent, cause error) error {
 // fence: the answer goes back at once, and the next local read on this
 // agent (from any connection) first waits until that index is applied
 // here (see awaitReadFence), so a client reads its own writes.
-func (a *Agent) catchUp(_ context.Context, out any) {
+func (p *leaderProxy) catchUp(_ context.Context, out any) {
 	wi, ok := out.(interface{ WriteIndex() uint64 })
 	if !ok || wi.WriteIndex() == 0 {
 		return
 	}
 	idx := wi.WriteIndex()
 	for {
-		cur := a.readFence.Load()
-		if cur >= idx || a.readFence.CompareAndSwap(cur, idx) {
+		cur := p.readFence.Load()
+		if cur >= idx || p.readFence.CompareAndSwap(cur, idx) {
 			return
 		}
 	}
@@ -271,20 +289,20 @@ const readFenceWait = time.Second
 
 // awaitReadFence waits (briefly) until this agent applied every forwarded
 // write it has answered.
-func (a *Agent) awaitReadFence(ctx context.Context) {
-	idx := a.readFence.Load()
-	if idx == 0 || a.fsm.AppliedIndex() >= idx {
+func (p *leaderProxy) awaitReadFence(ctx context.Context) {
+	idx := p.readFence.Load()
+	if idx == 0 || p.state.AppliedIndex() >= idx {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, readFenceWait)
 	defer cancel()
-	_ = a.node.WaitForApplied(ctx, idx)
+	_ = p.node.WaitForApplied(ctx, idx)
 }
 
 // fenced makes a local read wait for the read fence first.
 func (a *Agent) fenced(h rpc.Handler) rpc.Handler {
 	return func(ctx context.Context, params json.RawMessage) (any, error) {
-		a.awaitReadFence(ctx)
+		a.proxy.awaitReadFence(ctx)
 		return h(ctx, params)
 	}
 }

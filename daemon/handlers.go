@@ -83,7 +83,7 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 }
 
 func (a *Agent) hello(_ context.Context, p rpc.HelloParams) (rpc.HelloResult, error) {
-	leader, _ := a.node.Leader()
+	leader, _ := a.prop.Leader()
 	out := rpc.HelloResult{ProtocolVersion: rpc.ProtocolVersion, NodeID: a.cfg.NodeID, LeaderID: leader, Version: a.cfg.Version}
 	if p.ProtocolVersion != 0 && p.ProtocolVersion != rpc.ProtocolVersion {
 		return out, invalid("protocol mismatch: this agent speaks version %d, the client %q speaks %d; upgrade the older side",

@@ -17,9 +17,9 @@ import (
 // Cluster, operator and snapshot methods.
 
 func (a *Agent) peers() []rpc.Peer {
-	leader, _ := a.node.Leader()
+	leader, _ := a.prop.Leader()
 	var out []rpc.Peer
-	for _, s := range a.node.Servers() {
+	for _, s := range a.prop.Servers() {
 		st := "follower"
 		if s.ID == leader {
 			st = "leader"
@@ -37,20 +37,20 @@ func (a *Agent) clusterStatus(context.Context, struct{}) (rpc.ClusterStatus, err
 }
 
 func (a *Agent) clusterStats(context.Context, struct{}) (rpc.ClusterStats, error) {
-	counts, err := a.fsm.CountRuns()
+	counts, err := a.state.CountRuns()
 	if err != nil {
 		return rpc.ClusterStats{}, err
 	}
-	qs, err := a.fsm.Queues()
+	qs, err := a.state.Queues()
 	if err != nil {
 		return rpc.ClusterStats{}, err
 	}
-	c, err := a.fsm.Counters()
+	c, err := a.state.Counters()
 	if err != nil {
 		return rpc.ClusterStats{}, err
 	}
 	out := rpc.ClusterStats{Runs: countsOf(counts), Queues: map[string]int{}, TasksPerSecond: a.rate.perSecond(),
-		LeaseExpiries: c.LeaseExpiries, TasksDone: c.TasksDone, AppliedIndex: a.fsm.AppliedIndex()}
+		LeaseExpiries: c.LeaseExpiries, TasksDone: c.TasksDone, AppliedIndex: a.state.AppliedIndex()}
 	for _, q := range qs {
 		out.Queues[q.Name] = q.Ready
 		out.Running += q.Running
@@ -59,7 +59,7 @@ func (a *Agent) clusterStats(context.Context, struct{}) (rpc.ClusterStats, error
 }
 
 func (a *Agent) clusterDigest(context.Context, struct{}) (rpc.DigestResult, error) {
-	d, idx, err := a.fsm.Digest()
+	d, idx, err := a.state.Digest()
 	return rpc.DigestResult{Digest: d, AppliedIndex: idx}, err
 }
 
@@ -73,7 +73,7 @@ func (a *Agent) raftAddPeer(ctx context.Context, p rpc.PeerParams) (rpc.OK, erro
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodRaftAddPeer, p, func(context.Context) (rpc.OK, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodRaftAddPeer, p, func(context.Context) (rpc.OK, error) {
 		return rpc.OK{OK: true}, a.node.AddVoter(p.ID, p.Address)
 	})
 }
@@ -84,7 +84,7 @@ func (a *Agent) raftRemovePeer(ctx context.Context, p rpc.PeerParams) (rpc.OK, e
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodRaftRemovePeer, p, func(context.Context) (rpc.OK, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodRaftRemovePeer, p, func(context.Context) (rpc.OK, error) {
 		return rpc.OK{OK: true}, a.node.RemoveServer(p.ID)
 	})
 }
@@ -92,7 +92,7 @@ func (a *Agent) raftRemovePeer(ctx context.Context, p rpc.PeerParams) (rpc.OK, e
 func (a *Agent) raftTransfer(ctx context.Context, p rpc.PeerParams) (rpc.OK, error) {
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodRaftTransfer, p, func(context.Context) (rpc.OK, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodRaftTransfer, p, func(context.Context) (rpc.OK, error) {
 		return rpc.OK{OK: true}, a.node.TransferLeadership(p.ID)
 	})
 }
@@ -110,7 +110,7 @@ func (a *Agent) snapshotSave(_ context.Context, p rpc.SnapshotParams) (rpc.Snaps
 	if err := checkPath(p.Path); err != nil {
 		return rpc.SnapshotResult{}, err
 	}
-	snap, err := a.fsm.Snapshot()
+	snap, err := a.state.Snapshot()
 	if err != nil {
 		return rpc.SnapshotResult{}, err
 	}
@@ -146,7 +146,7 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 	}
 	ctx, cancel := withTimeout(ctx, time.Minute)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodSnapshotRest, p, func(context.Context) (rpc.SnapshotResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodSnapshotRest, p, func(context.Context) (rpc.SnapshotResult, error) {
 		f, err := os.Open(p.Path)
 		if err != nil {
 			return rpc.SnapshotResult{}, invalid("open %s on the leader (%s): %v", p.Path, a.cfg.NodeID, err)
@@ -172,6 +172,6 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 		if err := a.node.Barrier(ctx); err != nil {
 			return rpc.SnapshotResult{}, err
 		}
-		return rpc.SnapshotResult{Path: p.Path, Bytes: st.Size(), AppliedIndex: a.fsm.AppliedIndex()}, nil
+		return rpc.SnapshotResult{Path: p.Path, Bytes: st.Size(), AppliedIndex: a.state.AppliedIndex()}, nil
 	})
 }

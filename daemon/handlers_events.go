@@ -31,9 +31,9 @@ func (a *Agent) eventsSubscribe(ctx context.Context, p rpc.SubscribeParams) (rpc
 	}
 	from := p.FromIndex
 	if from == 0 {
-		from = a.fsm.AppliedIndex() + 1
+		from = a.state.AppliedIndex() + 1
 	}
-	if _, _, err := a.fsm.Events(from, runID, 1); err != nil {
+	if _, _, err := a.state.Events(from, runID, 1); err != nil {
 		return rpc.SubscribeResult{}, err
 	}
 	a.mu.Lock()
@@ -65,8 +65,8 @@ func (a *Agent) stream(ctx context.Context, id string, from uint64, runID string
 	lastSeq := int64(-1)
 	next := from
 	for {
-		changed := a.fsm.Changed()
-		evs, oldest, err := a.fsm.Events(next, runID, streamBatch)
+		changed := a.state.Changed()
+		evs, oldest, err := a.state.Events(next, runID, streamBatch)
 		if errors.Is(err, fsm.ErrEventsTrimmed) {
 			_ = rpc.Notify(ctx, NotifyEventsLost, map[string]any{"subscription": id, "oldest_index": oldest,
 				"message": err.Error() + "; subscribe again from a retained index (events.list shows them)"})
@@ -130,12 +130,12 @@ func (a *Agent) eventsList(_ context.Context, p rpc.EventsListParams) (rpc.Event
 	var oldest uint64
 	var err error
 	if p.Latest {
-		evs, err = a.fsm.LatestEvents(runID, limit)
+		evs, err = a.state.LatestEvents(runID, limit)
 		if err == nil {
-			_, oldest, err = a.fsm.Events(0, "", 1)
+			_, oldest, err = a.state.Events(0, "", 1)
 		}
 	} else {
-		evs, oldest, err = a.fsm.Events(p.FromIndex, runID, limit)
+		evs, oldest, err = a.state.Events(p.FromIndex, runID, limit)
 	}
 	if err != nil {
 		return rpc.EventsListResult{}, err

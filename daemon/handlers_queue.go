@@ -12,15 +12,15 @@ import (
 // Queue, settings and worker methods.
 
 func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error) {
-	qs, err := a.fsm.Queues()
+	qs, err := a.state.Queues()
 	if err != nil {
 		return rpc.QueueListResult{}, err
 	}
-	bs, err := a.fsm.Breakers()
+	bs, err := a.state.Breakers()
 	if err != nil {
 		return rpc.QueueListResult{}, err
 	}
-	now := a.fsm.Now()
+	now := a.state.Now()
 	if wall := time.Now().UnixMilli(); wall > now {
 		now = wall
 	}
@@ -54,7 +54,7 @@ func (a *Agent) queuePause(pause bool) func(context.Context, rpc.QueuePauseParam
 		}
 		ctx, cancel := withTimeout(ctx, writeTimeout)
 		defer cancel()
-		return onLeader(ctx, a, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+		return onLeader(ctx, a.proxy, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
 			runID := ""
 			if p.RunID != "" {
 				id, err := a.resolve(p.RunID)
@@ -63,11 +63,11 @@ func (a *Agent) queuePause(pause bool) func(context.Context, rpc.QueuePauseParam
 				}
 				runID = id
 			}
-			res, idx, err := a.node.Propose(ctx, &fsm.QueuePause{Name: p.Name, RunID: runID, Paused: pause})
+			res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, &fsm.QueuePause{Name: p.Name, RunID: runID, Paused: pause}, alone)
 			if err != nil {
 				return rpc.ChangedResult{}, err
 			}
-			return rpc.ChangedResult{Changed: res.(*fsm.ChangedResult).Changed, Index: idx}, nil
+			return rpc.ChangedResult{Changed: res.Changed, Index: idx}, nil
 		})
 	}
 }
@@ -78,12 +78,12 @@ func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.Changed
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodQueueSet, p, func(ctx context.Context) (rpc.ChangedResult, error) {
-		res, idx, err := a.node.Propose(ctx, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency})
+	return onLeader(ctx, a.proxy, rpc.MethodQueueSet, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+		res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency}, alone)
 		if err != nil {
 			return rpc.ChangedResult{}, err
 		}
-		return rpc.ChangedResult{Changed: res.(*fsm.ChangedResult).Changed, Index: idx}, nil
+		return rpc.ChangedResult{Changed: res.Changed, Index: idx}, nil
 	})
 }
 
@@ -96,27 +96,27 @@ func toSettings(s fsm.Settings) rpc.Settings {
 }
 
 func (a *Agent) settingsGet(context.Context, struct{}) (rpc.Settings, error) {
-	s, err := a.fsm.Settings()
+	s, err := a.state.Settings()
 	return toSettings(s), err
 }
 
 func (a *Agent) settingsSet(ctx context.Context, p rpc.Settings) (rpc.Settings, error) {
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodSettingsSet, p, func(ctx context.Context) (rpc.Settings, error) {
-		res, _, err := a.node.Propose(ctx, &fsm.SettingsSet{MaxRunningRuns: p.MaxRunningRuns, RetentionMS: p.RetentionMS,
-			BreakerFailures: p.BreakerFailures, BreakerCooldownMS: p.BreakerCooldownMS, EventWindow: p.EventWindow})
+	return onLeader(ctx, a.proxy, rpc.MethodSettingsSet, p, func(ctx context.Context) (rpc.Settings, error) {
+		res, _, err := propose[fsm.Settings](ctx, a.prop, &fsm.SettingsSet{MaxRunningRuns: p.MaxRunningRuns, RetentionMS: p.RetentionMS,
+			BreakerFailures: p.BreakerFailures, BreakerCooldownMS: p.BreakerCooldownMS, EventWindow: p.EventWindow}, alone)
 		if err != nil {
 			return rpc.Settings{}, err
 		}
-		return toSettings(*res.(*fsm.Settings)), nil
+		return toSettings(*res), nil
 	})
 }
 
 func (a *Agent) workersList(ctx context.Context, p struct{}) (rpc.WorkersResult, error) {
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodWorkersList, p, func(context.Context) (rpc.WorkersResult, error) {
-		return rpc.WorkersResult{Workers: a.workers.list(a.fsm.LeaseOwners())}, nil
+	return onLeader(ctx, a.proxy, rpc.MethodWorkersList, p, func(context.Context) (rpc.WorkersResult, error) {
+		return rpc.WorkersResult{Workers: a.workers.list(a.state.LeaseOwners())}, nil
 	})
 }

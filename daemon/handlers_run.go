@@ -45,16 +45,15 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	// The spec is parsed and validated where the submit is proposed: a
 	// follower forwards the params as they came and relays the leader's
 	// answer (a bad spec gets the same -32003 either way).
-	return onLeader(ctx, a, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
-		spec, err := domain.ParseSpec(p.Workflow, a.fsm.Limits())
+	return onLeader(ctx, a.proxy, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
-		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull})
+		r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull}, grouped)
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
-		r := res.(*fsm.SubmitResult)
 		return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
 	})
 }
@@ -64,7 +63,7 @@ func (a *Agent) resolve(id string) (string, error) {
 	if id == "" {
 		return "", invalid("id is required")
 	}
-	return a.fsm.ResolveRunID(id)
+	return a.state.ResolveRunID(id)
 }
 
 // consistently runs read on the leader after a barrier when asked to, so
@@ -75,8 +74,8 @@ func consistently[R any](ctx context.Context, a *Agent, consistent bool, method 
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, method, params, func(ctx context.Context) (R, error) {
-		if err := a.node.Barrier(ctx); err != nil {
+	return onLeader(ctx, a.proxy, method, params, func(ctx context.Context) (R, error) {
+		if err := a.prop.Barrier(ctx); err != nil {
 			var zero R
 			return zero, err
 		}
@@ -90,11 +89,11 @@ func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
 		if err != nil {
 			return rpc.Run{}, err
 		}
-		r, tasks, err := a.fsm.GetRun(id)
+		r, tasks, err := a.state.GetRun(id)
 		if err != nil {
 			return rpc.Run{}, err
 		}
-		spec, err := a.fsm.GetSpec(id)
+		spec, err := a.state.GetSpec(id)
 		if err != nil {
 			return rpc.Run{}, err
 		}
@@ -107,11 +106,11 @@ func (a *Agent) runList(ctx context.Context, p rpc.ListParams) (rpc.ListResult, 
 		return rpc.ListResult{}, invalid("state %q is not a run state (%s)", p.State, runStateNames())
 	}
 	return consistently(ctx, a, p.Consistent, rpc.MethodRunList, p, func() (rpc.ListResult, error) {
-		runs, next, err := a.fsm.ListRuns(p.State, p.Limit, p.Cursor)
+		runs, next, err := a.state.ListRuns(p.State, p.Limit, p.Cursor)
 		if err != nil {
 			return rpc.ListResult{}, err
 		}
-		counts, err := a.fsm.CountRuns()
+		counts, err := a.state.CountRuns()
 		if err != nil {
 			return rpc.ListResult{}, err
 		}
@@ -145,7 +144,7 @@ func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, 
 	deadline := time.Now().Add(wait)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodRunWait, p, func(ctx context.Context) (rpc.WaitResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodRunWait, p, func(ctx context.Context) (rpc.WaitResult, error) {
 		id, err := a.resolve(p.ID)
 		if err != nil {
 			return rpc.WaitResult{}, err
@@ -155,15 +154,15 @@ func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, 
 		// Every commit wakes every waiter: look at the small run record
 		// only, and read the tasks once, for the answer.
 		answer := func() (rpc.WaitResult, error) {
-			r, tasks, err := a.fsm.GetRun(id)
+			r, tasks, err := a.state.GetRun(id)
 			if err != nil {
 				return rpc.WaitResult{}, err
 			}
 			return rpc.WaitResult{Done: r.State.Done(), Run: toRun(r, tasks, nil)}, nil
 		}
 		for {
-			changed := a.fsm.Changed()
-			r, err := a.fsm.GetRunOnly(id)
+			changed := a.state.Changed()
+			r, err := a.state.GetRunOnly(id)
 			if err != nil {
 				return rpc.WaitResult{}, err
 			}
@@ -231,12 +230,12 @@ func (a *Agent) verb(method string) func(context.Context, rpc.VerbParams) (rpc.C
 		}
 		ctx, cancel := withTimeout(ctx, writeTimeout)
 		defer cancel()
-		return onLeader(ctx, a, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+		return onLeader(ctx, a.proxy, method, p, func(ctx context.Context) (rpc.ChangedResult, error) {
 			id, err := a.resolve(p.ID)
 			if err != nil {
 				return rpc.ChangedResult{}, err
 			}
-			r, err := a.fsm.GetRunOnly(id)
+			r, err := a.state.GetRunOnly(id)
 			if err != nil {
 				return rpc.ChangedResult{}, err
 			}
@@ -245,11 +244,11 @@ func (a *Agent) verb(method string) func(context.Context, rpc.VerbParams) (rpc.C
 			}
 			cmd := fsm.NewRunVerb(v.msg, id)
 			cmd.Reason = p.Reason
-			res, idx, err := a.node.Propose(ctx, cmd)
+			res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, cmd, alone)
 			if err != nil {
 				return rpc.ChangedResult{}, err
 			}
-			return rpc.ChangedResult{Changed: res.(*fsm.ChangedResult).Changed, Index: idx}, nil
+			return rpc.ChangedResult{Changed: res.Changed, Index: idx}, nil
 		})
 	}
 }
@@ -266,16 +265,15 @@ func (a *Agent) runReplay(ctx context.Context, p rpc.ReplayParams) (rpc.SubmitRe
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodRunReplay, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodRunReplay, p, func(ctx context.Context) (rpc.SubmitResult, error) {
 		parent, err := a.resolve(p.ID)
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
-		res, idx, err := a.node.Propose(ctx, &fsm.Replay{ParentID: parent, NewID: p.NewID, Input: p.Input, ReuseSucceeded: p.ReuseSucceeded})
+		r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.Replay{ParentID: parent, NewID: p.NewID, Input: p.Input, ReuseSucceeded: p.ReuseSucceeded}, alone)
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
-		r := res.(*fsm.SubmitResult)
 		return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
 	})
 }
@@ -285,7 +283,7 @@ func (a *Agent) runStats(_ context.Context, p rpc.IDParams) (rpc.RunStats, error
 	if err != nil {
 		return rpc.RunStats{}, err
 	}
-	r, tasks, err := a.fsm.GetRun(id)
+	r, tasks, err := a.state.GetRun(id)
 	if err != nil {
 		return rpc.RunStats{}, err
 	}
@@ -295,7 +293,7 @@ func (a *Agent) runStats(_ context.Context, p rpc.IDParams) (rpc.RunStats, error
 	}
 	end := r.FinishedAt
 	if end == 0 {
-		end = a.fsm.Now()
+		end = a.state.Now()
 	}
 	if r.StartedAt != 0 {
 		out.RunMS = end - r.StartedAt
@@ -312,7 +310,7 @@ func (a *Agent) runStats(_ context.Context, p rpc.IDParams) (rpc.RunStats, error
 		if t.StartedAt != 0 {
 			stop := t.FinishedAt
 			if stop == 0 {
-				stop = a.fsm.Now()
+				stop = a.state.Now()
 			}
 			ts.RunMS = max(0, stop-t.StartedAt)
 		}

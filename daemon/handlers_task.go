@@ -21,7 +21,7 @@ func (a *Agent) taskGet(_ context.Context, p rpc.TaskIDParams) (rpc.Task, error)
 	if err != nil {
 		return rpc.Task{}, err
 	}
-	t, err := a.fsm.GetTask(run + "/" + key)
+	t, err := a.state.GetTask(run + "/" + key)
 	if err != nil {
 		return rpc.Task{}, err
 	}
@@ -87,23 +87,26 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 		}()
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max}
-	res, err := onLeader(fwdCtx, a, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
+	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID)
 		defer a.workers.doneWaiting(p.WorkerID)
 		var got []fsm.Claimed
 		if wait <= 0 {
 			// No wait: one claim entry if anything is ready, else nothing.
-			if !a.fsm.HasReady(w, max(time.Now().UnixMilli(), a.fsm.Now())) {
+			if !a.state.HasReady(w, max(time.Now().UnixMilli(), a.state.Now())) {
 				return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
 			}
-			res, _, err := a.node.ProposeGrouped(ctx, &fsm.Claim{Waiters: []fsm.Waiter{w}})
+			res, idx, err := propose[fsm.ClaimResult](ctx, a.prop, &fsm.Claim{Waiters: []fsm.Waiter{w}}, grouped)
 			if err != nil {
 				return rpc.ClaimResult{}, err
 			}
-			got = res.(*fsm.ClaimResult).Assigned[0]
+			if len(res.Assigned) != 1 {
+				return rpc.ClaimResult{}, fmt.Errorf("%w: the claim at index %d answered for %d waiters, want 1", ErrUnexpectedResult, idx, len(res.Assigned))
+			}
+			got = res.Assigned[0]
 		} else {
 			var err error
-			if got, err = a.node.Claim(waitCtx, w, waitMargin/2); err != nil {
+			if got, err = a.prop.Claim(waitCtx, w, waitMargin/2); err != nil {
 				return rpc.ClaimResult{}, err
 			}
 		}
@@ -131,12 +134,11 @@ func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.A
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken})
+	return onLeader(ctx, a.proxy, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
+		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
-		ack := res.(*fsm.AckResult)
 		if ack.Accepted {
 			a.workers.heartbeat(p.TaskID)
 		}
@@ -148,8 +150,8 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	if p.TaskID == "" {
 		return rpc.AckResult{}, invalid("task_id is required")
 	}
-	if n := len(p.Result); n > a.fsm.Limits().MaxResultBytes {
-		return rpc.AckResult{}, tooLarge("result of %d bytes exceeds the limit of %d; store large outputs elsewhere and return a reference", n, a.fsm.Limits().MaxResultBytes)
+	if n := len(p.Result); n > a.state.Limits().MaxResultBytes {
+		return rpc.AckResult{}, tooLarge("result of %d bytes exceeds the limit of %d; store large outputs elsewhere and return a reference", n, a.state.Limits().MaxResultBytes)
 	}
 	spawn, err := domain.ParseTaskSpecs(p.Spawn, "spawn")
 	if err != nil {
@@ -167,12 +169,11 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn, Claim: next})
+	return onLeader(ctx, a.proxy, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
+		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn, Claim: next}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
-		ack := res.(*fsm.AckResult)
 		if ack.Accepted {
 			a.metrics.completed.Inc()
 		}
@@ -197,12 +198,11 @@ func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, 
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
-		res, idx, err := a.node.ProposeGrouped(ctx, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable})
+	return onLeader(ctx, a.proxy, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
+		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
-		ack := res.(*fsm.AckResult)
 		if ack.Accepted {
 			a.metrics.failed.Inc()
 		}

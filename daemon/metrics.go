@@ -119,18 +119,18 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeaderChg, prometheus.CounterValue, float64(n.LeaderChanges.Load()))
 	ch <- prometheus.MustNewConstMetric(descPeers, prometheus.GaugeValue, float64(len(s.Peers)))
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n.WaitingClaims()))
-	if counts, err := c.a.fsm.CountRuns(); err == nil {
+	if counts, err := c.a.state.CountRuns(); err == nil {
 		for st, v := range countsOf(counts) {
 			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(v), st)
 		}
 	}
-	if qs, err := c.a.fsm.Queues(); err == nil {
+	if qs, err := c.a.state.Queues(); err == nil {
 		for _, q := range qs {
 			ch <- prometheus.MustNewConstMetric(descQueueReady, prometheus.GaugeValue, float64(q.Ready), q.Name)
 			ch <- prometheus.MustNewConstMetric(descQueueRun, prometheus.GaugeValue, float64(q.Running), q.Name)
 		}
 	}
-	if ctr, err := c.a.fsm.Counters(); err == nil {
+	if ctr, err := c.a.state.Counters(); err == nil {
 		ch <- prometheus.MustNewConstMetric(descTasksDone, prometheus.CounterValue, float64(ctr.TasksDone))
 		ch <- prometheus.MustNewConstMetric(descLeaseExpiry, prometheus.CounterValue, float64(ctr.LeaseExpiries))
 	}

@@ -10,9 +10,6 @@ import (
 	"time"
 )
 
-// ErrSocketInUse: another live agent serves the socket path.
-var ErrSocketInUse = errors.New("socket in use")
-
 // listenUnix creates the agent's socket: the directory is created 0750, the
 // socket 0660. A socket file left by a dead agent is replaced; one that a
 // live process still answers on is refused.
