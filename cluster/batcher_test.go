@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -93,5 +94,41 @@ func TestWaitingClaimRidesWithTheSubmit(t *testing.T) {
 	}
 	if o.got[0].FencingToken != idx {
 		t.Fatalf("claimed under token %d, the submit's entry is %d: the claim took an entry of its own", o.got[0].FencingToken, idx)
+	}
+}
+
+// Grouping never turns valid requests into an oversized entry: sixteen
+// concurrent submits with ~900 KB inputs each (the documented limit is
+// 1 MiB) all succeed, in groups closed before they outgrow one entry.
+func TestGroupsCloseBeforeTheyOutgrowAnEntry(t *testing.T) {
+	c := NewTestCluster(t, 3, func(cfg *Config) { cfg.DisableLoops = true })
+	l := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	big := `{"pad":"` + strings.Repeat("x", 900<<10) + `"}`
+	spec := mustSpec(t, `{"tasks":[{"key":"x","type":"t","input":`+big+`}]}`)
+	const n = 16
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	idx := make([]uint64, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, idx[i], errs[i] = l.ProposeGrouped(ctx, &fsm.Submit{ID: fmt.Sprintf("big%02d", i), Spec: spec})
+		}()
+	}
+	wg.Wait()
+	perEntry := map[uint64]int{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		perEntry[idx[i]]++
+	}
+	for e, k := range perEntry {
+		if k*900<<10 > maxGroupBytes+(1<<20) {
+			t.Fatalf("entry %d carried %d large submits", e, k)
+		}
 	}
 }
