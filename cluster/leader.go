@@ -140,7 +140,8 @@ func (n *Node) WaitLeaderReady(ctx context.Context) error {
 // compensation retry or a breaker cool-down is due. It sleeps until the
 // earliest deadline and re-reads them whenever state changes.
 func (n *Node) deadlineLoop(ctx context.Context) {
-	idle := time.NewTimer(0)
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
 	defer idle.Stop()
 	for {
 		changed := n.fsm.Changed()
@@ -159,17 +160,35 @@ func (n *Node) deadlineLoop(ctx context.Context) {
 		if proposed {
 			continue
 		}
-		wait := time.Second
+		// Sleep until the earliest deadline; with none, until state
+		// changes (an idle leader keeps no timer for this loop). A failed
+		// read, or a due deadline whose proposal failed or did nothing, is
+		// retried after a second.
+		wait := time.Duration(0)
+		if err != nil {
+			wait = time.Second
+		}
 		for _, at := range []int64{d.Lease, d.Wake, d.Breaker} {
+			if at == 0 {
+				continue
+			}
+			w := time.Second
 			if at > now {
-				wait = min(wait, time.Duration(at-now)*time.Millisecond)
+				w = min(w, time.Duration(at-now)*time.Millisecond)
+			}
+			if wait == 0 || w < wait {
+				wait = w
 			}
 		}
-		idle.Reset(wait)
+		var due <-chan time.Time
+		if wait > 0 {
+			idle.Reset(wait)
+			due = idle.C
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-idle.C:
+		case <-due:
 		case <-changed:
 			// New leases or retries may have earlier deadlines; re-read
 			// after a short pause so a busy cluster re-reads at most ~100/s.

@@ -85,6 +85,14 @@ func ParsePeers(s string) ([]Peer, error) {
 	return out, nil
 }
 
+// DefaultCommitTimeout is how long the leader's replication to a follower
+// idles before it sends an AppendEntries anyway (raft's CommitTimeout; the
+// wait is randomised between 1x and 2x). It costs an idle cluster one
+// round trip per follower per wait, and is how late a follower learns the
+// last commit once traffic stops; it never delays a commit on the leader
+// (new entries are sent at once). See DESIGN.md, "Idle cost".
+const DefaultCommitTimeout = 100 * time.Millisecond
+
 // Config configures a Node. Zero timings take production defaults.
 type Config struct {
 	NodeID    string
@@ -131,7 +139,7 @@ func (c *Config) defaults() {
 		c.LeaderLeaseTimeout = 250 * time.Millisecond
 	}
 	if c.CommitTimeout == 0 {
-		c.CommitTimeout = 5 * time.Millisecond
+		c.CommitTimeout = DefaultCommitTimeout
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 16384

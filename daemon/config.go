@@ -37,6 +37,11 @@ type Config struct {
 	LogFormat        string        `json:"log_format,omitempty"`
 	HeartbeatTimeout time.Duration `json:"raft_heartbeat_timeout,omitempty"`
 	ElectionTimeout  time.Duration `json:"raft_election_timeout,omitempty"`
+	// CommitTimeout is how long the leader's replication to a follower
+	// waits with nothing new to send before it sends an AppendEntries
+	// anyway, so the follower learns the commit index once traffic stops
+	// (see cluster/DESIGN.md, "Idle cost"). Zero: cluster.DefaultCommitTimeout.
+	CommitTimeout time.Duration `json:"raft_commit_timeout,omitempty"`
 	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
 	// leadership).
 	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
@@ -62,7 +67,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "shutdown_timeout"} {
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -108,6 +113,9 @@ func (c Config) Merge(over Config) Config {
 	}
 	if over.ElectionTimeout != 0 {
 		c.ElectionTimeout = over.ElectionTimeout
+	}
+	if over.CommitTimeout != 0 {
+		c.CommitTimeout = over.CommitTimeout
 	}
 	if over.ShutdownTimeout != 0 {
 		c.ShutdownTimeout = over.ShutdownTimeout
@@ -157,6 +165,12 @@ func (c *Config) Normalize() error {
 				c.ForwardAdvertise = adv
 			}
 		}
+	}
+	if c.CommitTimeout != 0 && (c.CommitTimeout < time.Millisecond || 2*c.CommitTimeout > readFenceWait) {
+		// A follower may learn a commit up to twice this late once traffic
+		// stops, and a read behind its read fence waits at most
+		// readFenceWait before it is served from what is applied.
+		problems = append(problems, fmt.Sprintf("--raft-commit-timeout %s must be between 1ms and %s", c.CommitTimeout, readFenceWait/2))
 	}
 	if _, err := cluster.ParsePeers(c.Peers); err != nil {
 		problems = append(problems, "--peers: "+err.Error())

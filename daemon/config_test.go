@@ -40,3 +40,33 @@ func TestNormalizeListsEveryProblem(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 }
+
+func TestCommitTimeoutFromFileFlagsAndBounds(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(p, []byte("node_id: n1\ndata_dir: /tmp/x\nraft_commit_timeout: 40ms\n"), 0o600)
+	c, err := LoadConfigFile(p)
+	if err != nil || c.CommitTimeout != 40*time.Millisecond {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if m := c.Merge(Config{CommitTimeout: 20 * time.Millisecond}); m.CommitTimeout != 20*time.Millisecond {
+		t.Fatalf("flag did not win: %v", m.CommitTimeout)
+	}
+	if m := c.Merge(Config{}); m.CommitTimeout != 40*time.Millisecond {
+		t.Fatalf("unset flag overrode the file: %v", m.CommitTimeout)
+	}
+	for _, d := range []time.Duration{0, time.Millisecond, readFenceWait / 2} {
+		c := Config{NodeID: "n1", DataDir: "/d", CommitTimeout: d}
+		if err := c.Normalize(); err != nil {
+			t.Fatalf("%v rejected: %v", d, err)
+		}
+	}
+	// Past readFenceWait/2 a read behind the fence could time out before a
+	// quiet follower learns the commit; below 1ms raft refuses to start.
+	for _, d := range []time.Duration{-time.Millisecond, 500 * time.Microsecond, readFenceWait/2 + time.Millisecond} {
+		c := Config{NodeID: "n1", DataDir: "/d", CommitTimeout: d}
+		if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "--raft-commit-timeout") {
+			t.Fatalf("%v accepted: %v", d, err)
+		}
+	}
+}

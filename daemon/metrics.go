@@ -48,6 +48,10 @@ func newMetrics(a *Agent) *metrics {
 		if sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.DefaultRegisterer, Expiration: time.Minute}); err == nil {
 			cfg := gometrics.DefaultConfig("flowd")
 			cfg.EnableHostname = false
+			// The Go collector of the default registry already exports the
+			// runtime's numbers; go-metrics' own sampler would wake the
+			// agent every second to stop the world for ReadMemStats.
+			cfg.EnableRuntimeMetrics = false
 			_, _ = gometrics.NewGlobal(cfg, sink)
 		}
 	})
