@@ -101,7 +101,12 @@ func TestWaitingClaimRidesWithTheSubmit(t *testing.T) {
 // concurrent submits with ~900 KB inputs each (the documented limit is
 // 1 MiB) all succeed, in groups closed before they outgrow one entry.
 func TestGroupsCloseBeforeTheyOutgrowAnEntry(t *testing.T) {
-	c := NewTestCluster(t, 3, func(cfg *Config) { cfg.DisableLoops = true })
+	c := NewTestCluster(t, 3, func(cfg *Config) {
+		cfg.DisableLoops = true
+		// Megabytes per entry under the race detector on two cores: give
+		// raft room, this test is about grouping, not elections.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2*time.Second
+	})
 	l := c.Leader()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -41,6 +41,10 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		// Tables are built on every memtable flush; snappy there cost more
 		// CPU than the disk it saves (records are small JSON).
 		WithCompression(options.None).
+		// Each compactor wakes every 50 ms even when idle; two (the fewest
+		// badger accepts) keep up with the queue workload and halve the
+		// idle wake-ups.
+		WithNumCompactors(2).
 		WithLogger(badgerLogger{l: o.Logger})
 	if o.BlockCacheSize > 0 {
 		opts = opts.WithBlockCacheSize(o.BlockCacheSize)
