@@ -168,6 +168,11 @@ func (b *batcher) propose(batch []*groupReq) {
 		if e, ok := cres.(error); ok {
 			cerr = e
 		}
+		if cerr != nil && idx != 0 {
+			// The entry was applied and rejected (its commands' fault, not
+			// the riders'): it leased nothing, so they go on waiting.
+			cres, cerr = &fsm.ClaimResult{Assigned: make([][]fsm.Claimed, len(waiting))}, nil
+		}
 		b.n.disp.settle(waiting, cres, idx, cerr)
 	}
 	for i, r := range batch {
