@@ -251,3 +251,27 @@ func TestCompleteWithClaimThroughFollower(t *testing.T) {
 		t.Fatalf("complete the claimed task: %+v %v", done, err)
 	}
 }
+
+// Read-your-writes on one agent, across connections: a follower answers a
+// forwarded write as soon as the leader does, and a read on another
+// connection to that follower right after it still sees the write (the
+// read waits for the agent's read fence).
+func TestReadFenceAcrossConnections(t *testing.T) {
+	agents := startAgents(t, 3)
+	_, fs := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	writer := client(t, fs[0])
+	for i := range 20 {
+		res, err := writer.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := client(t, fs[0]) // a new connection each time
+		r, err := reader.GetRun(ctx, res.ID)
+		if err != nil || r.ID != res.ID {
+			t.Fatalf("submit %d: read on another connection to the same follower: %+v %v", i, r, err)
+		}
+		reader.Close()
+	}
+}
