@@ -8,6 +8,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/skl"
 )
 
 // BadgerStore is the production Store: badger/v4 in a directory of its own.
@@ -21,7 +22,22 @@ import (
 // persisted, because raft may then compact the log behind it.
 type BadgerStore struct {
 	db *badger.DB
+	// txnBytes and txnWrites are what one transaction may hold, with a
+	// margin under badger's own limits (see TxnLimits).
+	txnBytes, txnWrites int
 }
+
+// memTableSize sets badger's transaction limit too: badger refuses a
+// transaction over 15% of a memtable. 64 MiB (badger's default) makes that
+// ~9.6 MB, so any entry the FSM accepts (MaxEntryWriteBytes) fits in one
+// transaction on its own; two memtables bound the memory they take.
+const memTableSize = 64 << 20
+
+// TxnLimits reports the largest transaction the store takes, in bytes as
+// the FSM counts them (key + value + 16 per write, at least badger's own
+// estimate) and in writes. The FSM closes a batch's transaction before an
+// entry would take it past either.
+func (b *BadgerStore) TxnLimits() (bytes, writes int) { return b.txnBytes, b.txnWrites }
 
 // BadgerOptions tunes the store; zero values take defaults.
 type BadgerOptions struct {
@@ -51,7 +67,7 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 	} else {
 		opts = opts.WithBlockCacheSize(32 << 20)
 	}
-	opts = opts.WithIndexCacheSize(16 << 20).WithMemTableSize(32 << 20)
+	opts = opts.WithIndexCacheSize(16 << 20).WithMemTableSize(memTableSize).WithNumMemtables(2)
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}
@@ -59,7 +75,9 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger state in %s: %w (is another flowd agent using this --data-dir?)", dir, err)
 	}
-	return &BadgerStore{db: db}, nil
+	maxBytes := 15 * opts.MemTableSize / 100 // badger: opt.maxBatchSize
+	return &BadgerStore{db: db, txnBytes: int(maxBytes * 9 / 10),
+		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10}, nil
 }
 
 // View implements Store.

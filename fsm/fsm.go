@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -155,6 +156,13 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	var events []Event
 	applied := f.applied.Load()
 	last := applied
+	maxBytes, maxWrites := math.MaxInt, math.MaxInt
+	if tl, ok := f.store.(txnLimiter); ok {
+		if b, w := tl.TxnLimits(); b > 0 && w > 0 {
+			maxBytes, maxWrites = b, w
+		}
+	}
+	inBatch := 0 // entries in the current buffer
 	for i, e := range entries {
 		if e.Index <= applied {
 			results[i] = nil
@@ -163,6 +171,17 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		batch.begin()
 		a := &applier{tx: batch, index: e.Index, limits: f.limits}
 		res := a.run(e.Data)
+		if inBatch > 0 && (batch.size > maxBytes || batch.items.Len() > maxWrites) {
+			// This entry would take the buffer past what one store
+			// transaction holds: undo it, close the buffer before it, and
+			// apply it again (deterministically the same) in the next one.
+			batch.rollback()
+			closed = append(closed, batch)
+			batch, inBatch = newOverlay(batch), 0
+			batch.begin()
+			a = &applier{tx: batch, index: e.Index, limits: f.limits}
+			res = a.run(e.Data)
+		}
 		if _, isErr := res.(error); isErr || batch.entrySize > MaxEntryWriteBytes {
 			if !isErr {
 				res = fmt.Errorf("%w: entry would write %d bytes (limit %d)", ErrTooLarge, batch.entrySize, MaxEntryWriteBytes)
@@ -175,9 +194,10 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		_ = batch.Set(keyApplied, u64(e.Index))
 		last = e.Index
 		results[i] = res
+		inBatch++
 		if batch.size > txnBudget && i < len(entries)-1 {
 			closed = append(closed, batch)
-			batch = newOverlay(batch)
+			batch, inBatch = newOverlay(batch), 0
 		}
 	}
 	if last == applied {
@@ -194,6 +214,11 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	f.applied.Store(last)
 	f.publish(events)
 	return results
+}
+
+// txnLimiter is a store whose transactions are bounded (badger).
+type txnLimiter interface {
+	TxnLimits() (bytes, writes int)
 }
 
 func (f *FSM) publish(events []Event) {

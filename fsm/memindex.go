@@ -177,6 +177,14 @@ func (s *IndexedStore) Replace(load func(put func(k, v []byte) error) error) err
 	return s.reload()
 }
 
+// TxnLimits reports the inner store's transaction limits (0, 0: none).
+func (s *IndexedStore) TxnLimits() (bytes, writes int) {
+	if tl, ok := s.inner.(txnLimiter); ok {
+		return tl.TxnLimits()
+	}
+	return 0, 0
+}
+
 // Sync implements Store.
 func (s *IndexedStore) Sync() error { return s.inner.Sync() }
 
