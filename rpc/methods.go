@@ -195,10 +195,9 @@ const (
 	// connection (a subscription's notifications arrive on it). Always the
 	// current connection.
 	routeLocal routeClass = iota
-	// routeRead: a read of the replicated state, served by whichever agent
-	// answers. The current connection, unless that agent may not have
-	// applied a write this client made through the leader (read-your-writes;
-	// see Client.readLink).
+	// routeRead: a read of the replicated state. With leader routing it
+	// goes to the leader (which has applied every acknowledged write), else
+	// to the current connection.
 	routeRead
 	// routeLeader: a write, a long poll or leader memory: it runs on the
 	// leader, so it goes straight to the leader's endpoint when the client

@@ -16,8 +16,6 @@ import (
 //   - a lead that stops being the leader is retired: no new call uses it,
 //     and it is closed once the calls on it have ended (a long-poll claim
 //     in flight is never cut by a re-route);
-//   - written and applied give read-your-writes across the two
-//     connections (readLink).
 //
 // Learning who leads (discover) runs one at a time (learnSlot) and never
 // fails a call: when it finds no reachable leader the call goes to the
@@ -30,9 +28,6 @@ type routeState struct {
 	retired  map[*leaderLink]struct{} // retired links with calls in flight
 	fails    int                      // discoveries in a row without a leader
 	retryAt  time.Time                // no discovery before this
-	written  uint64                   // highest index answered over a lead
-	fresh    *Conn                    // the current connection applied ...
-	applied  uint64                   // ... at least this index
 }
 
 // leaderLink is a connection to the leader's endpoint.
@@ -78,11 +73,9 @@ func (c *Client) pick(ctx context.Context, class routeClass) (*Conn, *leaderLink
 			// Reads go to the leader too: it has applied every write
 			// acknowledged to anyone, so a read after another client's (or
 			// another process's) write sees it, as it did when every call
-			// went through one agent. readLink is the fallback while no
-			// leader link can be had.
-			if l = c.leader(ctx); l == nil && class == routeRead {
-				l = c.readLink(ctx)
-			}
+			// went through one agent. Without a leader link both go to the
+			// current connection (its agent forwards writes).
+			l = c.leader(ctx)
 		}
 		if l != nil {
 			return l.conn, l, nil
@@ -340,48 +333,9 @@ func (c *Client) candidate(node string, tried map[string]bool) string {
 	return ""
 }
 
-// readLink keeps read-your-writes: a read goes to the current connection,
-// unless this client wrote through a separate leader connection and the
-// current agent may not have applied that write yet. It then asks the
-// current agent (cluster.status, local and cheap) and, if it lags, returns
-// the leader link for the read. nil: read on the current connection.
-func (c *Client) readLink(ctx context.Context) *leaderLink {
-	c.mu.Lock()
-	l, written := c.r.lead, c.r.written
-	need := l != nil && l.conn != c.conn && written > 0 && !(c.r.fresh == c.conn && c.conn != nil && c.r.applied >= written)
-	c.mu.Unlock()
-	if !need {
-		return nil
-	}
-	cur, err := c.get(ctx)
-	if err != nil {
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
-	var st ClusterStatus
-	err = cur.Call(sctx, MethodClusterStatus, struct{}{}, &st)
-	cancel()
-	if err == nil {
-		c.mu.Lock()
-		if c.conn == cur && (c.r.fresh != cur || st.AppliedIndex > c.r.applied) {
-			c.r.fresh, c.r.applied = cur, st.AppliedIndex
-		}
-		c.mu.Unlock()
-		if st.AppliedIndex >= written {
-			return nil
-		}
-	}
-	if l := c.useLead(); l != nil && l.conn != cur {
-		return l
-	} else if l != nil {
-		c.release(l)
-	}
-	return nil
-}
-
 // observe learns from a successful call: node and leader ids from an
-// agent.hello answer, the index of an answer over a leader link, and that
-// a leadership transfer makes the leader suspect.
+// agent.hello answer, and that a leadership transfer makes the leader
+// suspect.
 func (c *Client) observe(conn *Conn, l *leaderLink, method string, result any) {
 	if !c.routing {
 		return
@@ -390,21 +344,13 @@ func (c *Client) observe(conn *Conn, l *leaderLink, method string, result any) {
 		c.suspect(l)
 		return
 	}
-	var idx uint64
-	if wi, ok := result.(interface{ WriteIndex() uint64 }); ok && l != nil {
-		idx = wi.WriteIndex()
-	}
 	hr, _ := result.(*HelloResult)
-	if method != MethodHello {
-		hr = nil
-	}
-	if idx == 0 && hr == nil {
+	if method != MethodHello || hr == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.r.written = max(c.r.written, idx)
-	if hr != nil && hr.NodeID != "" {
+	if hr.NodeID != "" {
 		c.r.nodes[conn.Endpoint()] = hr.NodeID
 		if hr.LeaderID != "" && hr.LeaderID != c.r.leaderID {
 			c.r.leaderID = hr.LeaderID
