@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,16 +250,8 @@ func rotate(eps []string, i int) []string {
 }
 
 func percentiles(all [][]time.Duration) (p50, p99 float64) {
-	var xs []time.Duration
-	for _, l := range all {
-		xs = append(xs, l...)
-	}
-	if len(xs) == 0 {
-		return 0, 0
-	}
-	sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
-	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return ms(xs[len(xs)/2]), ms(xs[len(xs)*99/100])
+	l := latencyOf(slices.Concat(all...))
+	return l.P50, l.P99
 }
 
 // spawnCluster starts `flowd dev --concurrency 0` in a temp dir and returns
