@@ -235,7 +235,7 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 				}
 			}
 			if err == nil {
-				p.catchUp(ctx, out)
+				p.raiseFence(out)
 				return out, nil
 			}
 			if !errors.Is(err, domain.ErrUnavailable) && !errors.Is(err, rpc.ErrClosed) {
@@ -265,11 +265,11 @@ func (p *leaderProxy) unavailable(cause error) error {
 	return &domain.UnavailableError{Reason: reason, RetryAfter: 300 * time.Millisecond}
 }
 
-// catchUp records the index of a forwarded write as the agent's read
+// raiseFence records the index of a forwarded write as the agent's read
 // fence: the answer goes back at once, and the next local read on this
 // agent (from any connection) first waits until that index is applied
 // here (see awaitReadFence), so a client reads its own writes.
-func (p *leaderProxy) catchUp(_ context.Context, out any) {
+func (p *leaderProxy) raiseFence(out any) {
 	wi, ok := out.(interface{ WriteIndex() uint64 })
 	if !ok || wi.WriteIndex() == 0 {
 		return

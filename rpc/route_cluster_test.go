@@ -4,18 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/daemon"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -24,42 +20,7 @@ import (
 // received from clients (what followers forward to the leader is not
 // counted there).
 
-func startAgents(t *testing.T) []*daemon.Agent {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "rpcleader-") // short: sun_path is 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	var peers []string
-	var cfgs []daemon.Config
-	for i := 1; i <= 3; i++ {
-		raftAddr := fmt.Sprintf("127.0.0.1:%d", testutil.Port(t))
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, raftAddr))
-		cfgs = append(cfgs, daemon.Config{NodeID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			RaftAddr: raftAddr, ForwardAddr: fmt.Sprintf("127.0.0.1:%d", testutil.Port(t)),
-			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", testutil.Port(t)), Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)),
-			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"})
-	}
-	var agents []*daemon.Agent
-	for _, c := range cfgs {
-		c.Peers = strings.Join(peers, ",")
-		a, err := daemon.New(c, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents = append(agents, a)
-		t.Cleanup(func() { _ = a.Shutdown() })
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, a := range agents {
-		if _, err := a.Node().WaitForLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return agents
-}
+func startAgents(t *testing.T) []*daemon.Agent { return testagents.Start(t, 3, nil).Agents }
 
 var submitLine = regexp.MustCompile(`^flowd_rpc_requests_total\{.*method="run.submit".*\} (\S+)$`)
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"github.com/flowd/flowd/internal/testagents"
 	"strings"
 	"testing"
 
@@ -25,8 +26,8 @@ func TestCompletionsClaimTheNextTask(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ta := startAgents(t)
-			e := &env{t: t, eps: ta.eps}
-			c, err := newClientFor(ta.eps)
+			e := &env{t: t, eps: ta.Eps}
+			c, err := newClientFor(ta.Eps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,9 +60,9 @@ func TestCompletionsClaimTheNextTask(t *testing.T) {
 }
 
 // total sums every agent's request counts.
-func total(t *testing.T, ta *testAgents) map[string]int {
+func total(t *testing.T, ta *testagents.Cluster) map[string]int {
 	out := map[string]int{}
-	for _, a := range ta.agents {
+	for _, a := range ta.Agents {
 		for m, n := range requests(t, a) {
 			out[m] += n
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/flowd/flowd/internal/testagents"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -59,14 +60,14 @@ var leaderBound = []string{rpc.MethodRunSubmit, rpc.MethodRunWait, rpc.MethodTas
 // phase runs n two-task runs to success and reports, per live agent, how
 // many leader-bound requests it received from clients meanwhile, and
 // whether one agent led throughout.
-func (e *env) phase(ta *testAgents, live []int, n int) (deltas map[int]map[string]int, leader int, stable bool) {
+func (e *env) phase(ta *testagents.Cluster, live []int, n int) (deltas map[int]map[string]int, leader int, stable bool) {
 	e.t.Helper()
 	leaderNow := func() (int, uint64) {
 		var changes uint64
 		who := -1
 		for _, i := range live {
-			changes += ta.agents[i].Node().LeaderChanges.Load()
-			if ta.agents[i].Node().IsLeader() {
+			changes += ta.Agents[i].Node().LeaderChanges.Load()
+			if ta.Agents[i].Node().IsLeader() {
 				who = i
 			}
 		}
@@ -74,7 +75,7 @@ func (e *env) phase(ta *testAgents, live []int, n int) (deltas map[int]map[strin
 	}
 	before := map[int]map[string]int{}
 	for _, i := range live {
-		before[i] = requests(e.t, ta.agents[i])
+		before[i] = requests(e.t, ta.Agents[i])
 	}
 	l0, c0 := leaderNow()
 	for range n {
@@ -86,7 +87,7 @@ func (e *env) phase(ta *testAgents, live []int, n int) (deltas map[int]map[strin
 	l1, c1 := leaderNow()
 	deltas = map[int]map[string]int{}
 	for _, i := range live {
-		after := requests(e.t, ta.agents[i])
+		after := requests(e.t, ta.Agents[i])
 		deltas[i] = map[string]int{}
 		for _, m := range leaderBound {
 			deltas[i][m] = after[m] - before[i][m]
@@ -117,12 +118,12 @@ func nodeID(a *daemon.Agent) string { return a.Config().NodeID }
 
 func TestWorkerAndClientTalkToTheLeaderAndFollowIt(t *testing.T) {
 	ta := startAgents(t)
-	c, err := rpc.NewClient(ta.eps, rpc.ClientOptions{})
+	c, err := rpc.NewClient(ta.Eps, rpc.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	e := &env{t: t, eps: ta.eps, c: c}
+	e := &env{t: t, eps: ta.Eps, c: c}
 	w := e.worker(Options{Concurrency: 4})
 	w.Register("t", func(context.Context, *Task) (any, error) { return "ok", nil })
 	e.start(w)
@@ -144,19 +145,19 @@ func TestWorkerAndClientTalkToTheLeaderAndFollowIt(t *testing.T) {
 		}
 	}
 	if !clean(deltas, leader, 3) {
-		t.Fatalf("leader %s; leader-bound requests each agent received: %v", nodeID(ta.agents[leader]), deltas)
+		t.Fatalf("leader %s; leader-bound requests each agent received: %v", nodeID(ta.Agents[leader]), deltas)
 	}
-	if node, _ := c.Leader(); node != nodeID(ta.agents[leader]) {
-		t.Fatalf("client routes to %q, leader is %s", node, nodeID(ta.agents[leader]))
+	if node, _ := c.Leader(); node != nodeID(ta.Agents[leader]) {
+		t.Fatalf("client routes to %q, leader is %s", node, nodeID(ta.Agents[leader]))
 	}
 
 	// Stop the leader (it hands leadership over first). Calls keep
 	// succeeding, and the clients re-route to the new leader: a phase in
 	// which every leader-bound request reached it directly comes.
 	old := leader
-	ta.stops[old]()
+	ta.Stops[old]()
 	live = nil
-	for i := range ta.agents {
+	for i := range ta.Agents {
 		if i != old {
 			live = append(live, i)
 		}
@@ -166,7 +167,7 @@ func TestWorkerAndClientTalkToTheLeaderAndFollowIt(t *testing.T) {
 		var stable bool
 		deltas, leader, stable = e.phase(ta, live, 2)
 		if stable && clean(deltas, leader, 2) {
-			t.Logf("re-routed to %s within %d phase(s)", nodeID(ta.agents[leader]), phases)
+			t.Logf("re-routed to %s within %d phase(s)", nodeID(ta.Agents[leader]), phases)
 			break
 		}
 		t.Logf("phase %d after the failover: %v (leader %d)", phases, deltas, leader)
@@ -174,8 +175,8 @@ func TestWorkerAndClientTalkToTheLeaderAndFollowIt(t *testing.T) {
 			t.Fatalf("no phase with every leader-bound request on the new leader: %v (leader %d)", deltas, leader)
 		}
 	}
-	if node, _ := c.Leader(); node != nodeID(ta.agents[leader]) || node == nodeID(ta.agents[old]) {
-		t.Fatalf("client routes to %q after the failover, leader is %s", node, nodeID(ta.agents[leader]))
+	if node, _ := c.Leader(); node != nodeID(ta.Agents[leader]) || node == nodeID(ta.Agents[old]) {
+		t.Fatalf("client routes to %q after the failover, leader is %s", node, nodeID(ta.Agents[leader]))
 	}
 	// And it stays there.
 	if deltas, l, stable := e.phase(ta, live, 3); stable && !clean(deltas, l, 3) {
@@ -187,12 +188,12 @@ func TestWorkerAndClientTalkToTheLeaderAndFollowIt(t *testing.T) {
 // forwards: the followers see the requests.
 func TestWorkerRouteAnyUsesTheCurrentAgent(t *testing.T) {
 	ta := startAgents(t)
-	c, err := rpc.NewClient(ta.eps, rpc.ClientOptions{Route: rpc.RouteAny})
+	c, err := rpc.NewClient(ta.Eps, rpc.ClientOptions{Route: rpc.RouteAny})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	e := &env{t: t, eps: ta.eps, c: c}
+	e := &env{t: t, eps: ta.Eps, c: c}
 	w := e.worker(Options{Route: rpc.RouteAny})
 	w.Register("t", func(context.Context, *Task) (any, error) { return "ok", nil })
 	e.start(w)

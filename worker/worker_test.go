@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/daemon"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -22,52 +22,11 @@ import (
 
 func freePort(t testing.TB) int { return testutil.Port(t) }
 
-func startCluster(t *testing.T) []string { return startAgents(t).eps }
+func startCluster(t *testing.T) []string { return startAgents(t).Eps }
 
-// testAgents are three in-process agents: their endpoints, and a stop
-// function each (also run at cleanup; stopping twice is fine).
-type testAgents struct {
-	agents []*daemon.Agent
-	eps    []string
-	stops  []func()
-}
-
-// startAgents starts the three agents, each with an HTTP listener for its
-// metrics.
-func startAgents(t *testing.T) *testAgents {
-	t.Helper()
-	dir := t.TempDir()
-	var peers, eps []string
-	var cfgs []daemon.Config
-	for i := 1; i <= 3; i++ {
-		raft := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, raft))
-		sock := filepath.Join(dir, fmt.Sprintf("n%d.sock", i))
-		eps = append(eps, "unix://"+sock)
-		cfgs = append(cfgs, daemon.Config{NodeID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			RaftAddr: raft, ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: sock,
-			HTTPAddr:         fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"})
-	}
-	ta := &testAgents{eps: eps}
-	for _, c := range cfgs {
-		c.Peers = strings.Join(peers, ",")
-		a, err := daemon.New(c, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop := sync.OnceFunc(func() { _ = a.Shutdown() })
-		ta.agents = append(ta.agents, a)
-		ta.stops = append(ta.stops, stop)
-		t.Cleanup(stop)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cfgsLeader(ctx, eps); err != nil {
-		t.Fatal(err)
-	}
-	return ta
-}
+// startAgents starts three in-process agents, each with an HTTP listener
+// for its metrics.
+func startAgents(t *testing.T) *testagents.Cluster { return testagents.Start(t, 3, nil) }
 
 func cfgsLeader(ctx context.Context, eps []string) (string, error) {
 	c, _ := rpc.NewClient(eps, rpc.ClientOptions{})

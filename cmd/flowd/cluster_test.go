@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/daemon"
+	"github.com/flowd/flowd/internal/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -32,43 +33,10 @@ func freePort(t testing.TB) int { return testutil.Port(t) }
 
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
-	// Short socket paths: t.TempDir() can exceed the 108-byte sun_path.
-	dir, err := os.MkdirTemp("", "flowd-cli-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	var peers []string
-	var cfgs []daemon.Config
-	for i := 1; i <= 3; i++ {
-		raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, raftAddr))
-		cfgs = append(cfgs, daemon.Config{NodeID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			RaftAddr: raftAddr, ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)), HeartbeatTimeout: 300 * time.Millisecond,
-			ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"})
-	}
-	tc := &testCluster{dir: dir}
-	for _, c := range cfgs {
-		c.Peers = strings.Join(peers, ",")
-		a, err := daemon.New(c, discardLogger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tc.agents = append(tc.agents, a)
-		tc.eps = append(tc.eps, "unix://"+c.Socket)
-		stop := sync.OnceFunc(func() { _ = a.Shutdown() })
-		tc.stops = append(tc.stops, stop)
-		t.Cleanup(stop)
-	}
-	tc.addr = strings.Join(tc.eps, ",")
+	ac := testagents.Start(t, 3, discardLogger)
+	tc := &testCluster{agents: ac.Agents, stops: ac.Stops, eps: ac.Eps, addr: strings.Join(ac.Eps, ","), dir: ac.Dir}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	for _, a := range tc.agents {
-		if _, err := a.Node().WaitForLeader(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Open every follower's forwarding connection to the leader with one
 	// forwarded call each, before concurrent calls can race to dial it: a
 	// race there fails a call with -32603 "rpc: connection closed" (see the
