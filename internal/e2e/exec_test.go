@@ -76,6 +76,16 @@ func TestNoQuorumLongPollsEndOnTime(t *testing.T) {
 	c.kill9(leader)
 	c.kill9(fs[0])
 	survivor := fs[1]
+	// Leadership may have moved between waitLeader and the kills: should
+	// the survivor be the leader, it steps down once it misses a quorum
+	// (leader lease). The calls below are about a cluster with no leader.
+	deadline := time.Now().Add(10 * time.Second)
+	for st := c.status(survivor); st == nil || st.State == "leader"; st = c.status(survivor) {
+		if time.Now().After(deadline) {
+			t.Fatal("the survivor still leads without a quorum")
+		}
+		time.Sleep(50 * time.Millisecond) // readiness polling of an external process
+	}
 	cl := c.client(survivor)
 	for _, call := range []func(ctx context.Context) error{
 		func(ctx context.Context) error {
