@@ -154,9 +154,12 @@ func exclusiveForward(ctx context.Context) bool { return ctx.Value(exclusiveKey{
 const maxIdleExclusive = 32
 
 // callExclusive makes a long-poll call on a connection of its own. If the
-// caller gives up (its client went away), the connection is closed, which
-// the leader sees as the end of its input: it stops holding the claim
-// instead of leasing tasks to a worker that is gone.
+// caller gives up (its client went away or half-closed), the connection is
+// half-closed, which the leader sees as the end of its input: it stops
+// holding the claim and answers with what it leased in that instant, and
+// that answer is returned (so a worker that half-closed gets those tasks
+// instead of their leases going to nobody). The answer is awaited until
+// the call's deadline at most.
 func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, params, out any) error {
 	f.mu.Lock()
 	var c *rpc.Conn
@@ -180,8 +183,14 @@ func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, pa
 			return err
 		}
 	}
-	err := c.Call(ctx, method, params, out)
-	if ctx.Err() != nil {
+	cctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if d, ok := ctx.Deadline(); ok {
+		cctx, cancel = context.WithDeadline(cctx, d)
+	}
+	defer cancel()
+	half := context.AfterFunc(ctx, c.CloseWrite)
+	err := c.Call(cctx, method, params, out)
+	if !half() { // ctx ended: the connection is half-closed
 		_ = c.Close()
 		return err
 	}

@@ -171,25 +171,35 @@ func (c *Client) Endpoint() string {
 // Close closes the connection; calls in progress and later fail with
 // ErrClosed.
 func (c *Client) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	conns := []*Conn{c.conn}
-	c.conn = nil
-	if l := c.r.lead; l != nil {
-		conns = append(conns, l.conn)
-		c.r.lead = nil
-	}
-	for l := range c.r.retired {
-		conns = append(conns, l.conn)
-	}
-	clear(c.r.retired)
-	c.mu.Unlock()
-	for _, conn := range conns {
-		if conn != nil {
-			conn.Close()
-		}
+	for _, conn := range c.shut(true) {
+		conn.Close()
 	}
 	return nil
+}
+
+// shut marks the client closed and returns its connections; forget drops
+// them from the client too.
+func (c *Client) shut(forget bool) []*Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var conns []*Conn
+	if c.conn != nil {
+		conns = append(conns, c.conn)
+	}
+	if l := c.r.lead; l != nil && l.conn != nil {
+		conns = append(conns, l.conn)
+	}
+	for l := range c.r.retired {
+		if l.conn != nil {
+			conns = append(conns, l.conn)
+		}
+	}
+	if forget {
+		c.conn, c.r.lead = nil, nil
+		clear(c.r.retired)
+	}
+	return conns
 }
 
 // Call calls method once; it is retried only if the request was certainly
@@ -384,4 +394,15 @@ func (c *Client) drop(conn *Conn) {
 	}
 	c.mu.Unlock()
 	conn.Close()
+}
+
+// CloseWrite half-closes the client's connections (see Conn.CloseWrite):
+// calls in progress get the answers the agent still sends, new calls fail
+// with ErrClosed. A worker that stops claiming half-closes its claim
+// connection, so a claim the agent answered in that instant still reaches
+// it. Close it afterwards.
+func (c *Client) CloseWrite() {
+	for _, conn := range c.shut(false) {
+		conn.CloseWrite()
+	}
 }

@@ -99,12 +99,19 @@ type Conn struct {
 
 	mu      sync.Mutex
 	err     error // why the connection ended (set once, with done)
-	pending map[uint64]chan reply
+	// writeShut is set by CloseWrite: no request is sent after it.
+	writeShut bool
+	pending   map[uint64]chan reply
 	notes   []note
 	noteSig chan struct{}
 }
 
-type writeReq struct{ b []byte }
+// writeReq is one request for the write loop; b == nil shuts the write
+// side (CloseWrite).
+type writeReq struct {
+	id uint64
+	b  []byte
+}
 
 type reply struct {
 	result json.RawMessage
@@ -191,6 +198,28 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// CloseWrite half-closes the connection: requests already queued are
+// written, then the write side is shut (the server sees the end of its
+// input), and calls still waiting get the answers the server still sends.
+// Later calls fail with ErrClosed. The server answers what it was asked and
+// then closes: a long poll it holds on this connection's behalf ends at
+// once, with what it has (a claim answers with the tasks it already
+// leased, so none is leased to a client that stopped listening). A
+// connection that cannot half-close (net.Pipe) is closed instead.
+func (c *Conn) CloseWrite() {
+	c.mu.Lock()
+	if c.err != nil || c.writeShut {
+		c.mu.Unlock()
+		return
+	}
+	c.writeShut = true
+	c.mu.Unlock()
+	select {
+	case c.writes <- writeReq{}:
+	case <-c.done:
+	}
+}
+
 // Call sends one request and waits for its response, decoding the result
 // into result (if not nil). A server error is an *Error (see FromWire); a
 // lost connection a *ConnError; ctx ending returns ctx.Err() at once (a
@@ -208,15 +237,18 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	}
 	ch := make(chan reply, 1)
 	c.mu.Lock()
-	if c.err != nil {
+	if c.err != nil || c.writeShut {
 		err := c.err
+		if c.writeShut {
+			err = ErrClosed
+		}
 		c.mu.Unlock()
 		return c.connErr(err, true)
 	}
 	c.pending[id] = ch
 	c.mu.Unlock()
 
-	w := writeReq{b: req}
+	w := writeReq{id: id, b: req}
 	select {
 	case c.writes <- w:
 	case <-c.done:
@@ -302,27 +334,65 @@ func (c *Conn) fail(err error) {
 // on a shared connection, such as an agent's forwarding connection).
 func (c *Conn) writeLoop() {
 	var buf []byte
+	shut := false
 	for {
 		select {
 		case w := <-c.writes:
-			buf = append(append(buf[:0], w.b...), '\n')
-		more:
-			for len(buf) < 64<<10 {
-				select {
-				case w := <-c.writes:
+			buf = buf[:0]
+		batch:
+			for {
+				if w.b == nil {
+					shut = true
+				} else {
 					buf = append(append(buf, w.b...), '\n')
+				}
+				if shut || len(buf) >= 64<<10 {
+					break batch
+				}
+				select {
+				case w = <-c.writes:
 				default:
-					break more
+					break batch
 				}
 			}
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
-			_, err := c.nc.Write(buf)
-			if err != nil {
-				c.fail(fmt.Errorf("write: %w", err))
+			if len(buf) > 0 {
+				_ = c.nc.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+				if _, err := c.nc.Write(buf); err != nil {
+					c.fail(fmt.Errorf("write: %w", err))
+				}
 			}
 			if cap(buf) > 256<<10 {
 				buf = nil // do not keep a large request's buffer
 			}
+			if shut {
+				c.shutWrite()
+				c.drainWrites()
+				return
+			}
+		case <-c.done:
+			return
+		}
+	}
+}
+
+// shutWrite shuts the write side of the socket, or the whole connection if
+// it cannot half-close.
+func (c *Conn) shutWrite() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		if err := cw.CloseWrite(); err == nil {
+			return
+		}
+	}
+	c.fail(ErrClosed)
+}
+
+// drainWrites fails requests that raced CloseWrite until the connection
+// ends.
+func (c *Conn) drainWrites() {
+	for {
+		select {
+		case w := <-c.writes:
+			c.deliver(w.id, reply{err: ErrClosed})
 		case <-c.done:
 			return
 		}

@@ -156,3 +156,35 @@ func TestSocatOneShot(t *testing.T) {
 		t.Fatalf("socat got %q", got)
 	}
 }
+
+// Conn.CloseWrite: a call in flight gets its answer after the half-close
+// (the server sees the end of input only once the request is sent), and a
+// call after it fails with ErrClosed without being sent.
+func TestConnCloseWriteKeepsAnswers(t *testing.T) {
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	_, path := unixServer(t, map[string]Handler{
+		"slow": func(ctx context.Context, _ json.RawMessage) (any, error) {
+			in <- struct{}{}
+			<-release
+			return "late", nil
+		},
+	})
+	drained := drainBarrier(t)
+	conn, err := Dial(context.Background(), "unix://"+path, ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := make(chan error, 1)
+	var out string
+	go func() { got <- conn.Call(context.Background(), "slow", nil, &out) }()
+	go func() { <-drained; close(release) }() // answer only once the server saw the half-close
+	<-in
+	conn.CloseWrite()
+	if err := <-got; err != nil || out != "late" {
+		t.Fatalf("call in flight across CloseWrite: %q %v", out, err)
+	}
+	if err := conn.Call(context.Background(), "slow", nil, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("call after CloseWrite: %v, want ErrClosed", err)
+	}
+}

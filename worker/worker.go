@@ -141,6 +141,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// claimGrace is how long a claim may outlive the worker's stop or its own
+// wait: the agent's answer to a half-close, or a slow network.
+const claimGrace = 5 * time.Second
+
 // Worker runs registered handlers for claimed tasks.
 type Worker struct {
 	c *rpc.Client // heartbeats and reports
@@ -158,6 +162,10 @@ type Worker struct {
 	// stopping is set when Run's context ends: from then on no completion
 	// claims a next task.
 	stopping atomic.Bool
+	// claiming is closed when Run stops claiming: its last long poll has
+	// been answered.
+	claiming chan struct{}
+	claimEnd sync.Once
 
 	// hard is cancelled for an immediate stop: handler contexts derive
 	// from it, not from Run's ctx, so a drain lets them finish.
@@ -212,7 +220,7 @@ func New(endpoints []string, opts Options) (*Worker, error) {
 	}
 	hard, cancel := context.WithCancelCause(context.Background())
 	return &Worker{c: c, claims: claims, opts: opts, log: opts.Logger.With("worker", opts.ID), handlers: map[string]Handler{},
-		slots: make(chan struct{}, opts.Concurrency), hard: hard, hardCancel: cancel}, nil
+		slots: make(chan struct{}, opts.Concurrency), claiming: make(chan struct{}), hard: hard, hardCancel: cancel}, nil
 }
 
 // ID returns the worker id.
@@ -257,7 +265,14 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.log.Info("worker started", "types", w.types(), "queues", w.opts.Queues, "concurrency", w.opts.Concurrency)
-	stop := context.AfterFunc(ctx, func() { w.stopping.Store(true) })
+	// Stopping half-closes the claim connection: the agent ends the long
+	// poll at once and answers with whatever it leased in that instant,
+	// and those tasks run as part of the drain (a claim abandoned with the
+	// context would lease them to nobody until their leases expired).
+	stop := context.AfterFunc(ctx, func() {
+		w.stopping.Store(true)
+		w.claims.CloseWrite()
+	})
 	defer stop()
 	attempt := 0
 	for ctx.Err() == nil {
@@ -269,11 +284,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.opts.AnyType {
 			types = nil
 		}
-		tasks, err := w.claims.Claim(ctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types,
+		// The claim outlives ctx by at most claimGrace: time for the agent
+		// to answer the half-close (or for a retry against an agent that
+		// is down to give up).
+		cctx, cancel := context.WithTimeout(w.hard, w.opts.ClaimWait+claimGrace)
+		late := context.AfterFunc(ctx, func() { time.AfterFunc(claimGrace, cancel) })
+		tasks, err := w.claims.Claim(cctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types,
 			Max: free, WaitMS: w.opts.ClaimWait.Milliseconds()})
+		late()
+		cancel()
 		w.releaseReserved(free - len(tasks))
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || w.hard.Err() != nil {
 				break
 			}
 			attempt++
@@ -291,6 +313,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			go w.run(c)
 		}
 	}
+	w.claimEnd.Do(func() { close(w.claiming) })
 	return w.drain()
 }
 

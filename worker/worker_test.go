@@ -206,7 +206,9 @@ func TestDrainFinishesInFlightAndStopsClaiming(t *testing.T) {
 	<-started
 	drained := make(chan error, 1)
 	go func() { drained <- stop() }()
-	// Submitted while draining: it must stay ready, not leased to us.
+	// Submitted once the worker has stopped claiming (its last long poll
+	// answered): it must stay ready, not leased to us.
+	<-w.claiming
 	later := e.submit(`{"tasks":[{"key":"b","type":"job"}]}`)
 	close(release)
 	if err := <-drained; err != nil {
