@@ -97,13 +97,13 @@ type Conn struct {
 	writes   chan writeReq
 	done     chan struct{} // closed when the connection is finished
 
-	mu      sync.Mutex
-	err     error // why the connection ended (set once, with done)
+	mu  sync.Mutex
+	err error // why the connection ended (set once, with done)
 	// writeShut is set by CloseWrite: no request is sent after it.
 	writeShut bool
 	pending   map[uint64]chan reply
-	notes   []note
-	noteSig chan struct{}
+	notes     []note
+	noteSig   chan struct{}
 }
 
 // writeReq is one request for the write loop; b == nil shuts the write

@@ -115,6 +115,7 @@ type Server struct {
 	maxLine  int
 	maxConc  int
 	wTimeout time.Duration
+	warm     *warm // handlers run on warm goroutines (warm.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -126,6 +127,7 @@ type Server struct {
 // NewServer returns a server for the method table. The table is copied.
 func NewServer(methods map[string]Handler, opts Options) *Server {
 	s := &Server{
+		warm:      newWarm(),
 		methods:   make(map[string]jrpc2.Handler, len(methods)),
 		log:       opts.Logger,
 		maxLine:   opts.MaxLine,
@@ -181,32 +183,39 @@ func (a assigner) Assign(_ context.Context, method string) jrpc2.Handler {
 // error can reach jrpc2 as a plain Go error (it would become -32098).
 func (s *Server) wrap(method string, h Handler) jrpc2.Handler {
 	return func(ctx context.Context, req *jrpc2.Request) (res any, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				s.log.Error("rpc: handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-				res, err = nil, &jrpc2.Error{
-					Code:    jrpc2.Code(CodeInternal),
-					Message: fmt.Sprintf("internal error: the %s handler panicked (%v); this is a bug, please report it with the server log", method, p),
-				}
-			}
-		}()
-		var params json.RawMessage
-		_ = req.UnmarshalParams(&params) // never fails for *json.RawMessage
-		v, herr := h(ctx, params)
-		if herr != nil {
-			return nil, s.wireError(method, herr)
-		}
-		b, merr := gojson.Marshal(v)
-		if merr != nil {
-			return nil, s.wireError(method, fmt.Errorf("encoding the %s result: %w", method, merr))
-		}
-		if len(b) > s.maxLine {
-			return nil, s.wireError(method, &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
-				"the %s result of %d bytes exceeds the limit of %d bytes; ask for less (a smaller limit or page)",
-				method, len(b), s.maxLine), Data: mustJSON(map[string]int{"limit_bytes": s.maxLine})})
-		}
-		return json.RawMessage(b), nil
+		s.warm.do(func() { res, err = s.serve(ctx, method, h, req) })
+		return res, err
 	}
+}
+
+// serve runs one call: the handler, its error mapping and its result's
+// encoding (on a warm goroutine, see wrap).
+func (s *Server) serve(ctx context.Context, method string, h Handler, req *jrpc2.Request) (res any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("rpc: handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, &jrpc2.Error{
+				Code:    jrpc2.Code(CodeInternal),
+				Message: fmt.Sprintf("internal error: the %s handler panicked (%v); this is a bug, please report it with the server log", method, p),
+			}
+		}
+	}()
+	var params json.RawMessage
+	_ = req.UnmarshalParams(&params) // never fails for *json.RawMessage
+	v, herr := h(ctx, params)
+	if herr != nil {
+		return nil, s.wireError(method, herr)
+	}
+	b, merr := gojson.Marshal(v)
+	if merr != nil {
+		return nil, s.wireError(method, fmt.Errorf("encoding the %s result: %w", method, merr))
+	}
+	if len(b) > s.maxLine {
+		return nil, s.wireError(method, &Error{Code: CodeTooLarge, Message: fmt.Sprintf(
+			"the %s result of %d bytes exceeds the limit of %d bytes; ask for less (a smaller limit or page)",
+			method, len(b), s.maxLine), Data: mustJSON(map[string]int{"limit_bytes": s.maxLine})})
+	}
+	return json.RawMessage(b), nil
 }
 
 func (s *Server) wireError(method string, err error) *jrpc2.Error {
