@@ -101,6 +101,11 @@ type Config struct {
 	Advertise string // address peers dial; defaults to RaftBind
 	Peers     []Peer // initial configuration (bootstrap); empty = just this node
 	Logger    *slog.Logger
+	// TLS, when set, runs raft over mutual TLS (tls.go): peers must hold a
+	// certificate from the cluster CA naming a member of the current
+	// configuration. Nil: plaintext TCP (the daemon allows that only on
+	// loopback or with --insecure-plaintext).
+	TLS TLSProvider
 	// Meta is published in the replicated state (fsm.NodeInfo) whenever
 	// this node becomes leader: its forwarding and client addresses.
 	Meta map[string]string
@@ -324,7 +329,22 @@ func (n *Node) startRaft() error {
 	rc.Logger = NewHCLogger(n.log, "raft")
 
 	n.trans = cfg.Transport
-	if n.trans == nil {
+	var stream *tlsStream
+	if n.trans == nil && cfg.TLS != nil {
+		adv, err := resolveAdvertise(cfg.Advertise)
+		if err != nil {
+			return err
+		}
+		stream, err = newTLSStream(cfg.RaftBind, adv, cfg.TLS, 5*time.Second, n.log.With("component", "raft-tls"))
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w (is the port in use? set --raft-addr)", cfg.RaftBind, err)
+		}
+		t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: stream, MaxPool: 5, Timeout: 5 * time.Second, Logger: NewHCLogger(n.log, "transport"),
+		})
+		n.trans = t
+		n.closers = append(n.closers, t)
+	} else if n.trans == nil {
 		adv, err := resolveAdvertise(cfg.Advertise)
 		if err != nil {
 			return err
@@ -358,6 +378,9 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	if stream != nil {
+		stream.setServers(func() []raft.Server { return r.GetConfiguration().Configuration().Servers })
+	}
 	return nil
 }
 

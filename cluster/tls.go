@@ -1,0 +1,270 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Raft over mutual TLS.
+//
+// tlsStream is the raft.StreamLayer of a node with certificates (the
+// shape of rqlite's tcp.Transport): a TCP listener whose connections are
+// TLS servers requiring a client certificate, and a dialer that presents
+// the node's certificate. Both sides verify the peer against the cluster CA
+// (TLSProvider) and check its identity (the certificate's node id) against
+// the current raft configuration:
+//
+//   - Accept: the peer must be a member, any member, of the configuration
+//     as this node knows it now. The check runs in the handshake of every
+//     connection, and again on a connection's reads at most once per
+//     membershipRecheck, so a member that is removed loses its pooled
+//     connections too. A peer that fails never reaches raft: nothing it
+//     sends is decoded.
+//   - Dial: the server must be the member the configuration lists at that
+//     address. This is what makes add_peer of a rogue address harmless: the
+//     leader sends a new voter nothing (no snapshot, no log) unless it holds
+//     a CA-signed certificate for the id it was added with.
+//
+// Handshakes run off raft's accept loop, one goroutine each, bounded by
+// maxPendingHandshakes and by the transport timeout, so a slow or silent
+// peer cannot stall the listener.
+
+// TLSProvider is what the stream layer needs from the node's certificate
+// store (internal/pki.Store satisfies it): configurations whose peer
+// verification ends in check(peerNodeID). They must read the current
+// certificates on every handshake, so a reload reaches new connections.
+type TLSProvider interface {
+	ServerConfig(check func(id string) error) *tls.Config
+	ClientConfig(check func(id string) error) *tls.Config
+}
+
+// Errors of the TLS stream layer.
+var (
+	// ErrNotMember: the peer's certificate is valid but names a node that
+	// is not in the current raft configuration.
+	ErrNotMember = errors.New("not a member of the raft configuration")
+)
+
+const (
+	maxPendingHandshakes = 64
+	membershipRecheck    = time.Second
+)
+
+type tlsStream struct {
+	ln        net.Listener
+	advertise net.Addr
+	tls       TLSProvider
+	timeout   time.Duration
+	log       *slog.Logger
+
+	server *tls.Config
+	// servers is set once raft exists; until then inbound handshakes wait.
+	servers atomic.Pointer[func() []raft.Server]
+	ready   chan struct{}
+	readyMu sync.Once
+
+	accepted chan net.Conn
+	pending  chan struct{} // semaphore of handshakes in flight
+	closed   chan struct{}
+	closeMu  sync.Once
+}
+
+func newTLSStream(bind string, advertise net.Addr, p TLSProvider, timeout time.Duration, log *slog.Logger) (*tlsStream, error) {
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, err
+	}
+	s := &tlsStream{ln: ln, advertise: advertise, tls: p, timeout: timeout, log: log,
+		ready: make(chan struct{}), accepted: make(chan net.Conn), pending: make(chan struct{}, maxPendingHandshakes),
+		closed: make(chan struct{})}
+	s.server = p.ServerConfig(s.checkMember)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// setServers gives the layer the live configuration (raft's latest).
+func (s *tlsStream) setServers(f func() []raft.Server) {
+	s.servers.Store(&f)
+	s.readyMu.Do(func() { close(s.ready) })
+}
+
+func (s *tlsStream) members() []raft.Server {
+	f := s.servers.Load()
+	if f == nil {
+		return nil
+	}
+	return (*f)()
+}
+
+// checkMember accepts id if it is in the current configuration.
+func (s *tlsStream) checkMember(id string) error {
+	select {
+	case <-s.ready:
+	case <-s.closed:
+		return ErrShutdown
+	case <-time.After(s.timeout):
+		return fmt.Errorf("node %q: raft is not started yet", id)
+	}
+	for _, srv := range s.members() {
+		if string(srv.ID) == id {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %q is %w", id, ErrNotMember)
+}
+
+func (s *tlsStream) acceptLoop() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				s.Close()
+				return
+			}
+			s.log.Warn("raft listener: accept failed; retrying", "err", err)
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-s.closed:
+				return
+			}
+			continue
+		}
+		select {
+		case s.pending <- struct{}{}:
+		default:
+			s.log.Warn("raft listener: too many TLS handshakes in progress; dropping a connection", "remote", c.RemoteAddr())
+			c.Close()
+			continue
+		}
+		go s.handshake(c)
+	}
+}
+
+func (s *tlsStream) handshake(c net.Conn) {
+	defer func() { <-s.pending }()
+	tc := tls.Server(c, s.server)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		s.log.Warn("raft connection refused", "remote", c.RemoteAddr(), "err", err)
+		tc.Close()
+		return
+	}
+	mc := &memberConn{Conn: tc, s: s, id: peerNodeID(tc)}
+	mc.checked.Store(time.Now().UnixNano())
+	select {
+	case s.accepted <- mc:
+	case <-s.closed:
+		tc.Close()
+	}
+}
+
+// Accept implements net.Listener: it returns connections whose peer passed
+// the handshake and the membership check.
+func (s *tlsStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.accepted:
+		return c, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener.
+func (s *tlsStream) Close() error {
+	var err error
+	s.closeMu.Do(func() {
+		close(s.closed)
+		err = s.ln.Close()
+	})
+	return err
+}
+
+// Addr implements net.Listener: the advertised address.
+func (s *tlsStream) Addr() net.Addr {
+	if s.advertise != nil {
+		return s.advertise
+	}
+	return s.ln.Addr()
+}
+
+// Dial implements raft.StreamLayer: the server must hold a certificate for
+// the member the configuration lists at address.
+func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	var want []string
+	for _, srv := range s.members() {
+		if srv.Address == address {
+			want = append(want, string(srv.ID))
+		}
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("raft dial %s: no member of the configuration has this address", address)
+	}
+	cfg := s.tls.ClientConfig(func(id string) error {
+		if slices.Contains(want, id) {
+			return nil
+		}
+		return fmt.Errorf("raft dial %s: the server's certificate is for node %q, the configuration lists %v at this address", address, id, want)
+	})
+	d := net.Dialer{Timeout: timeout}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	raw, err := d.DialContext(ctx, "tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("raft dial %s: TLS: %w", address, err)
+	}
+	return tc, nil
+}
+
+// memberConn is an accepted raft connection; its reads re-check that the
+// peer is still a member.
+type memberConn struct {
+	*tls.Conn
+	s       *tlsStream
+	id      string
+	checked atomic.Int64 // unix nanos of the last membership check
+}
+
+func (c *memberConn) Read(b []byte) (int, error) {
+	now := time.Now().UnixNano()
+	if now-c.checked.Load() > int64(membershipRecheck) {
+		c.checked.Store(now)
+		if err := c.s.checkMember(c.id); err != nil {
+			c.s.log.Warn("raft connection closed: its peer is no longer a member", "remote", c.RemoteAddr(), "node", c.id)
+			c.Conn.Close()
+			return 0, err
+		}
+	}
+	return c.Conn.Read(b)
+}
+
+// peerNodeID is the common name of a verified peer (its node id; the
+// provider's check already required it to be a node certificate).
+func peerNodeID(tc *tls.Conn) string {
+	cs := tc.ConnectionState()
+	if len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	return cs.PeerCertificates[0].Subject.CommonName
+}
