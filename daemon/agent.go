@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/internal/pki"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -35,6 +36,7 @@ type Agent struct {
 	workers *workerRegistry
 	rate    *rateMeter
 	metrics *metrics
+	tls     *pki.Store // nil: plaintext between nodes (tls.go)
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -54,11 +56,17 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if err := cfg.Normalize(); err != nil {
 		return nil, err
 	}
+	if err := cfg.CheckTransportSecurity(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = NewLogger(cfg.LogLevel, cfg.LogFormat)
 	}
 	peers, _ := cluster.ParsePeers(cfg.Peers)
 	a := newAgent(cfg, log)
+	if err := a.setupTLS(); err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -99,25 +107,32 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a.node, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
-		Peers: peers, Logger: log, Meta: meta,
+		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, CommitTimeout: cfg.CommitTimeout,
 	})
 	if err != nil {
 		return nil, err
 	}
 	a.wire(a.node, a.node.FSM())
+	if a.tls != nil {
+		a.proxy.dial = a.tlsForwardDialer()
+	}
 	a.rate = newRateMeter(a.node.FSM())
 	methods := a.methods()
 	opts := rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "rpc")}
 	a.srv = rpc.NewServer(a.metrics.instrument(methods), opts)
+	// The forwarding port serves only what followers forward (tls.go).
 	fwdMethods := make(map[string]rpc.Handler, len(methods))
 	for name, h := range methods {
+		if !forwardable(name) {
+			continue
+		}
 		fwdMethods[name] = func(ctx context.Context, raw json.RawMessage) (any, error) {
 			return h(context.WithValue(ctx, forwardedKey{}, true), raw)
 		}
 	}
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward")})
-	a.startServing(sock, fwdL, clientL, httpL)
+	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
 	ok = true
 	return a, nil
 }

@@ -30,13 +30,22 @@ type Config struct {
 	HTTPAddr      string `json:"http_addr,omitempty"`
 	// ForwardAddr is the inter-node listener followers forward writes to.
 	// Default: the raft host with the raft port + 1000 (7001 -> 8001).
-	ForwardAddr      string        `json:"forward_addr,omitempty"`
-	ForwardAdvertise string        `json:"forward_advertise,omitempty"`
-	MaxLine          int           `json:"max_line,omitempty"`
-	LogLevel         string        `json:"log_level,omitempty"`
-	LogFormat        string        `json:"log_format,omitempty"`
-	HeartbeatTimeout time.Duration `json:"raft_heartbeat_timeout,omitempty"`
-	ElectionTimeout  time.Duration `json:"raft_election_timeout,omitempty"`
+	ForwardAddr      string `json:"forward_addr,omitempty"`
+	ForwardAdvertise string `json:"forward_advertise,omitempty"`
+	// TLSCA, TLSCert and TLSKey turn on mutual TLS between nodes (raft and
+	// the forwarding port; tls.go): the cluster CA and this node's
+	// certificate and key, from `flowd tls`.
+	TLSCA   string `json:"tls_ca,omitempty"`
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+	// InsecurePlaintext allows plaintext node traffic on addresses that are
+	// not loopback (CheckTransportSecurity).
+	InsecurePlaintext bool          `json:"insecure_plaintext,omitempty"`
+	MaxLine           int           `json:"max_line,omitempty"`
+	LogLevel          string        `json:"log_level,omitempty"`
+	LogFormat         string        `json:"log_format,omitempty"`
+	HeartbeatTimeout  time.Duration `json:"raft_heartbeat_timeout,omitempty"`
+	ElectionTimeout   time.Duration `json:"raft_election_timeout,omitempty"`
 	// CommitTimeout is how long the leader's replication to a follower
 	// waits with nothing new to send before it sends an AppendEntries
 	// anyway, so the follower learns the commit index once traffic stops
@@ -105,6 +114,12 @@ func (c Config) Merge(over Config) Config {
 	set(&c.LogLevel, over.LogLevel)
 	set(&c.LogFormat, over.LogFormat)
 	set(&c.Version, over.Version)
+	set(&c.TLSCA, over.TLSCA)
+	set(&c.TLSCert, over.TLSCert)
+	set(&c.TLSKey, over.TLSKey)
+	if over.InsecurePlaintext {
+		c.InsecurePlaintext = true
+	}
 	if over.MaxLine != 0 {
 		c.MaxLine = over.MaxLine
 	}

@@ -45,6 +45,8 @@ type leaderProxy struct {
 	// it from the state store costs a store transaction per forward); it is
 	// dropped when a forward to it fails.
 	published map[string]string
+	// dial reaches a leader's forwarding port (nil: plain TCP; tls.go).
+	dial forwardDialer
 }
 
 func newLeaderProxy(self string, node leadership, state interface{ AppliedIndex() uint64 }, log *slog.Logger) *leaderProxy {
@@ -115,7 +117,7 @@ func (f *leaderProxy) conn(ctx context.Context, addr string) (*rpc.Conn, error) 
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := rpc.Dial(dctx, "tcp://"+addr, rpc.ConnOptions{MaxLine: 64 << 20, MaxRequest: 64 << 20})
+	c, err := f.dialLeader(dctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +179,7 @@ func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, pa
 	if c == nil {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		var err error
-		c, err = rpc.Dial(dctx, "tcp://"+addr, rpc.ConnOptions{MaxLine: 64 << 20, MaxRequest: 64 << 20})
+		c, err = f.dialLeader(dctx, addr)
 		cancel()
 		if err != nil {
 			return err
