@@ -8,8 +8,11 @@ import (
 
 // derivedScenario leaves every derived index populated: runs waiting for
 // admission, ready tasks (one run's queue paused), leased tasks, and
-// retries waiting for their wake-up.
+// retries waiting for their wake-up, runs in several states and a finished
+// one.
 func derivedScenario(h *harness) {
+	h.submit("done", `{"tasks":[{"key":"a","type":"u"}]}`)
+	h.complete(h.claim("w", 1, "u")[0], `1`)
 	h.ok(&SettingsSet{MaxRunningRuns: ptr(3), BreakerFailures: ptr(-1)})
 	for i := range 6 {
 		h.submit(fmt.Sprintf("r%d", i), `{"tasks":[{"key":"a","type":"t","retry":{"max_attempts":5,"initial_backoff_ms":60000}},{"key":"b","type":"t","queue":"q2","retry":{"max_attempts":5,"initial_backoff_ms":60000}},{"key":"c","type":"t","deps":["a"]}]}`)

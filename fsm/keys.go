@@ -5,7 +5,8 @@ import (
 	"math"
 )
 
-// Key schema. Every key starts with a short tag; numbers are big-endian so
+// Key schema. Derived keys live in memory only (derived.go). Every key
+// starts with a short tag; numbers are big-endian so
 // byte order is numeric order. Runs ids are UUIDv7 strings, so run keys sort
 // by creation time.
 //
@@ -16,13 +17,13 @@ import (
 //	r/<run>                           Run (JSON)
 //	rsp/<run>                         the run's frozen spec (JSON), written once
 //	t/<run>/<key>                     Task (JSON)
-//	rs/<state>/<run>                  run-by-state index
-//	rp/<seq8><run>                    runs waiting for admission, FIFO
-//	rf/<finished8><run>               finished runs by time, for retention
-//	q/<queue>\0<type>\0<prio4><seq8><run>/<key>   ready index (dispatchable tasks)
+//	rs/<state>/<run>                  run-by-state index (derived)
+//	rp/<seq8><run>                    runs waiting for admission, FIFO (derived)
+//	rf/<finished8><run>               finished runs by time, for retention (derived)
+//	q/<queue>\0<type>\0<prio4><seq8><run>/<key>   ready index (dispatchable tasks; derived)
 //	qs/<queue>                        QueueState (JSON)
-//	l/<expiry8><run>/<key>            lease index
-//	w/<due8><run>/<key>               retry / compensation-retry index
+//	l/<expiry8><run>/<key>            lease index (derived)
+//	w/<due8><run>/<key>               retry / compensation-retry index (derived)
 //	b/<type>                          Breaker (JSON)
 //	e/<index8><count4>                the entry's events (JSON array), bounded window
 var (
