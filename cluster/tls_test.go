@@ -197,7 +197,7 @@ func forgedAppend(t *testing.T, target *Node) *raft.AppendEntriesRequest {
 	return &raft.AppendEntriesRequest{
 		RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("n2"), Addr: []byte("n2")}, Term: term + 1,
 		PrevLogEntry: last, PrevLogTerm: term,
-		Entries:      []*raft.Log{{Index: last + 1, Term: term + 1, Type: raft.LogCommand, Data: buf}},
+		Entries:           []*raft.Log{{Index: last + 1, Term: term + 1, Type: raft.LogCommand, Data: buf}},
 		LeaderCommitIndex: last + 1,
 	}
 }

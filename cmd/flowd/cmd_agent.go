@@ -25,7 +25,7 @@ var agentCommand = &cli.Command{
 	Description: "Every option is also read from its FLOWD_* variable and from --config FILE\n" +
 		"(YAML or JSON, keys are the flag names with '_' for '-'); flags and variables\n" +
 		"override the file. SIGTERM or SIGINT stops gracefully (leadership is handed over);\n" +
-		"a second signal exits at once.\n\n" +
+		"a second signal exits at once. SIGHUP reloads the TLS certificates.\n\n" +
 		"   flowd agent --node-id n1 --data-dir DIR --raft-addr 127.0.0.1:7001 --socket DIR/n1.sock \\\n" +
 		"               --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003",
 	Flags: []cli.Flag{
@@ -40,6 +40,10 @@ var agentCommand = &cli.Command{
 		&cli.StringFlag{Name: "http-addr", EnvVars: []string{"FLOWD_HTTP_ADDR"}, Usage: "optional HTTP health/metrics listener `HOST:PORT`"},
 		&cli.StringFlag{Name: "forward-addr", EnvVars: []string{"FLOWD_FORWARD_ADDR"}, Usage: "inter-node forwarding listener", DefaultText: "raft host, raft port + 1000"},
 		&cli.StringFlag{Name: "forward-advertise", EnvVars: []string{"FLOWD_FORWARD_ADVERTISE"}, Usage: "forwarding address other nodes dial", DefaultText: "derived from --raft-advertise"},
+		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{"FLOWD_TLS_CA"}, TakesFile: true, Usage: "cluster CA certificate `FILE` (from 'flowd tls ca create'); with --tls-cert and --tls-key, raft and forwarding use mutual TLS"},
+		&cli.StringFlag{Name: "tls-cert", EnvVars: []string{"FLOWD_TLS_CERT"}, TakesFile: true, Usage: "this node's certificate `FILE` (from 'flowd tls cert create --node ID')"},
+		&cli.StringFlag{Name: "tls-key", EnvVars: []string{"FLOWD_TLS_KEY"}, TakesFile: true, Usage: "this node's private key `FILE`"},
+		&cli.BoolFlag{Name: "insecure-plaintext", EnvVars: []string{"FLOWD_INSECURE_PLAINTEXT"}, Usage: "allow plaintext, unauthenticated node traffic on addresses that are not loopback (anyone who reaches the ports controls the cluster)"},
 		&cli.IntFlag{Name: "max-line", EnvVars: []string{"FLOWD_MAX_LINE"}, Usage: "longest request line in bytes", DefaultText: "4194304 (4 MiB)"},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"FLOWD_LOG_LEVEL"}, Usage: "debug, info, warn or error", DefaultText: "info"},
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"FLOWD_LOG_FORMAT"}, Usage: "text or json", DefaultText: "text"},
@@ -77,6 +81,8 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		HeartbeatTimeout: cCtx.Duration("raft-heartbeat-timeout"), ElectionTimeout: cCtx.Duration("raft-election-timeout"),
 		CommitTimeout:   cCtx.Duration("raft-commit-timeout"),
 		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), Version: version,
+		TLSCA: cCtx.String("tls-ca"), TLSCert: cCtx.String("tls-cert"), TLSKey: cCtx.String("tls-key"),
+		InsecurePlaintext: cCtx.Bool("insecure-plaintext"),
 	}
 	cfg := base.Merge(over)
 	if f := strings.ToLower(cfg.LogFormat); f != "" && f != "text" && f != "json" {
@@ -84,6 +90,9 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 	}
 	if err := cfg.Normalize(); err != nil {
 		return cfg, &cliError{code: exitUsage, msg: err.Error(), hint: "see `flowd agent --help`"}
+	}
+	if err := cfg.CheckTransportSecurity(); err != nil {
+		return cfg, &cliError{code: exitUsage, msg: err.Error(), hint: "see `flowd tls --help` and docs/operations.md, \"Security\""}
 	}
 	return cfg, nil
 }
@@ -100,6 +109,11 @@ func agentAction(cCtx *cli.Context) error {
 		// second under load.
 		debug.SetGCPercent(cCtx.Int("gc-percent"))
 	}
+	// SIGHUP reloads certificates; caught from here on, so one sent
+	// during start-up does not kill the agent.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 	a, err := daemon.New(cfg, log)
 	if err != nil {
 		return failf("another agent may hold the socket or ports, or --data-dir may belong to another node", "start agent %s: %v", cfg.NodeID, err)
@@ -112,6 +126,18 @@ func agentAction(cCtx *cli.Context) error {
 	defer func() {
 		signal.Stop(sigs)
 		close(done)
+	}()
+	go func() {
+		for {
+			select {
+			case <-hups:
+				if err := a.ReloadTLS(); err != nil {
+					log.Error("SIGHUP: "+err.Error(), "hint", "fix the files and send SIGHUP again")
+				}
+			case <-done:
+				return
+			}
+		}
 	}()
 	go func() {
 		select {

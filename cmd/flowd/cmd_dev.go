@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowd/flowd/internal/demo"
+	"github.com/flowd/flowd/internal/pki"
 	"github.com/flowd/flowd/rpc"
 	"github.com/flowd/flowd/worker"
 )
@@ -28,6 +30,8 @@ var devCommand = &cli.Command{
 	Usage: "run a local three-node cluster with demo workers (echo, sleep, fail, flaky, undo)",
 	Description: `Starts three flowd agents as child processes on loopback, in --dir, with
 their logs in DIR/nN.log, and runs the built-in demo handlers as a worker.
+The agents talk to each other over mutual TLS with a CA and node
+certificates made in DIR/tls (kept with --keep; --no-tls for plaintext).
 Prints the socket paths and an export FLOWD_ADDR=... line. Ctrl-C stops
 everything cleanly: the worker drains, the agents shut down gracefully.
 
@@ -39,6 +43,7 @@ carry on, and the command to restart it is printed.`,
 		&cli.IntFlag{Name: "nodes", Usage: "number of agents", Value: 3, EnvVars: []string{"FLOWD_DEV_NODES"}},
 		&cli.IntFlag{Name: "concurrency", Usage: "demo worker task slots (0 = no demo worker)", Value: 8, EnvVars: []string{"FLOWD_DEV_CONCURRENCY"}},
 		&cli.BoolFlag{Name: "keep", Usage: "keep existing data in --dir instead of starting fresh", EnvVars: []string{"FLOWD_DEV_KEEP"}},
+		&cli.BoolFlag{Name: "no-tls", Usage: "run raft and forwarding in plaintext (loopback only) instead of mutual TLS with certificates made in DIR/tls", EnvVars: []string{"FLOWD_DEV_NO_TLS"}},
 		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: 9001, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
 	},
 	Action: runDev,
@@ -78,11 +83,23 @@ func runDev(c *cli.Context) error {
 			log: filepath.Join(dir, id+".log"), exited: make(chan error, 1)}
 		peers = append(peers, id+"="+nodes[i].raft)
 	}
+	tlsDir := ""
+	if !c.Bool("no-tls") {
+		tlsDir = filepath.Join(dir, "tls")
+		if err := devCerts(tlsDir, nodes); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	for i, nd := range nodes {
 		args := []string{"agent", "--node-id", nd.id, "--data-dir", filepath.Join(dir, nd.id), "--raft-addr", nd.raft,
 			"--socket", nd.sock, "--peers", strings.Join(peers, ",")}
+		if tlsDir != "" {
+			ca, _ := pki.CAFiles(tlsDir)
+			cert, key := pki.NodeFiles(tlsDir, nd.id)
+			args = append(args, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key)
+		}
 		if hp := c.Int("http-base-port"); hp > 0 {
 			args = append(args, "--http-addr", fmt.Sprintf("127.0.0.1:%d", hp+i))
 		}
@@ -110,6 +127,11 @@ func runDev(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(out, "flowd dev: %d agents up in %s (leader %s)\n", n, dir, leader)
+	if tlsDir != "" {
+		fmt.Fprintf(out, "  nodes talk mutual TLS; CA and node certificates in %s\n", tlsDir)
+	} else {
+		fmt.Fprintln(out, "  nodes talk plaintext on loopback (--no-tls)")
+	}
 	for _, nd := range nodes {
 		fmt.Fprintf(out, "  %s  pid %-7d unix://%s  raft %s  log %s\n", nd.id, nd.cmd.Process.Pid, nd.sock, nd.raft, nd.log)
 	}
@@ -225,6 +247,21 @@ func waitForLeader(ctx context.Context, eps []string, nodes []*devNode) (string,
 		}
 	}
 	return "", errors.New("the agents did not elect a leader within 30s; see their logs")
+}
+
+// devCerts makes the dev cluster's CA and node certificates in dir, keeping
+// any that exist (--keep).
+func devCerts(dir string, nodes []*devNode) error {
+	if _, _, err := pki.CreateCA(dir, 0); err != nil && !errors.Is(err, pki.ErrExists) {
+		return fmt.Errorf("make the dev CA: %w", err)
+	}
+	for _, nd := range nodes {
+		_, _, err := pki.CreateNodeCert(dir, nd.id, dir, pki.NodeCertOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}})
+		if err != nil && !errors.Is(err, pki.ErrExists) {
+			return fmt.Errorf("make the certificate of %s: %w", nd.id, err)
+		}
+	}
+	return nil
 }
 
 func tail(s string, n int) string {
