@@ -56,7 +56,22 @@ const hookAnchor = "func (c *Config) defaults() {"
 // BuildAgent builds cmd/flowd with the hooks into dir/flowd-chaos. root is
 // the module root. It fails if the anchor it patches is gone (then the
 // suite must be updated, not silently run without hooks).
+//
+// With FLOWD_CHAOS_FROM_HEAD=1 it builds the committed HEAD (exported with
+// `git archive` into dir) instead of the working tree: for running the suite
+// while others have half-done edits in the same tree.
 func BuildAgent(root, dir string) (string, error) {
+	if os.Getenv("FLOWD_CHAOS_FROM_HEAD") != "" {
+		src := filepath.Join(dir, "src")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			return "", err
+		}
+		cmd := exec.Command("sh", "-c", "git -C \""+root+"\" archive HEAD | tar -x -C \""+src+"\"")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("export HEAD: %w: %s", err, out)
+		}
+		root = src
+	}
 	node := filepath.Join(root, "cluster", "node.go")
 	src, err := os.ReadFile(node)
 	if err != nil {

@@ -58,11 +58,12 @@ type Cluster struct {
 	Net    *Net
 	Faults *Faults
 
-	mu      sync.Mutex
-	agents  map[int]*Agent // every agent ever created
-	members []int          // the raft configuration as the test set it
-	peers   string         // --peers of the initial configuration
-	flags   []string       // extra agent flags
+	mu       sync.Mutex
+	agents   map[int]*Agent // every agent ever created
+	members  []int          // the raft configuration as the test set it
+	peers    string         // --peers of the initial configuration
+	flags    []string       // extra agent flags
+	insecure bool           // the agent has --insecure-plaintext
 }
 
 // ClusterOptions configure NewCluster.
@@ -83,6 +84,11 @@ func NewCluster(log *slog.Logger, o ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{log: log, bin: o.Bin, base: o.BaseDir, Net: nw, Faults: NewFaults(), agents: map[int]*Agent{}}
+	// Agents that refuse plaintext on non-loopback addresses take
+	// --insecure-plaintext; older ones have no such flag.
+	if help, _ := exec.Command(o.Bin, "agent", "--help").CombinedOutput(); strings.Contains(string(help), "--insecure-plaintext") {
+		c.insecure = true
+	}
 	var peers []string
 	for i := 1; i <= o.N+o.Spare; i++ {
 		a, err := c.newAgent(i, o)
@@ -159,6 +165,9 @@ func (c *Cluster) args(a *Agent, peers string) []string {
 		"--raft-addr", a.RaftBind, "--raft-advertise", a.RaftProx.Addr(),
 		"--forward-addr", a.FwdBind, "--forward-advertise", a.FwdProx.Addr(),
 		"--socket", a.Sock, "--peers", peers, "--log-level", "info"}
+	if c.insecure {
+		args = append(args, "--insecure-plaintext") // node traffic on the test bridge, no TLS
+	}
 	return append(args, c.flags...)
 }
 

@@ -18,11 +18,11 @@ import (
 // crashed run's leftovers are found and removed by name at the next start
 // (cleanupLeftovers), never anything else.
 const (
-	prefix   = "fdc"            // namespaces fdc-n1.., host veth ends fdc-n1h..
-	bridge   = "fdc-br0"        // host bridge joining the namespaces
-	nftTable = "fdchaos"        // inet table on the host holding partitions
-	subnet   = "10.77.0"        // node nX is 10.77.0.X, the host is .254
-	hostIP   = subnet + ".254"  // where the proxies listen
+	prefix   = "fdc"           // namespaces fdc-n1.., host veth ends fdc-n1h..
+	bridge   = "fdc-br0"       // host bridge joining the namespaces
+	nftTable = "fdchaos"       // inet table on the host holding partitions
+	subnet   = "10.77.0"       // node nX is 10.77.0.X, the host is .254
+	hostIP   = subnet + ".254" // where the proxies listen
 	maskBits = "/24"
 )
 
@@ -217,7 +217,9 @@ func (nw *Net) apply() error {
 	for p := range nw.cut {
 		pairs = append(pairs, p)
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i][0] < pairs[j][0] || pairs[i][0] == pairs[j][0] && pairs[i][1] < pairs[j][1] })
+	sort.Slice(pairs, func(i, j int) bool {
+		return pairs[i][0] < pairs[j][0] || pairs[i][0] == pairs[j][0] && pairs[i][1] < pairs[j][1]
+	})
 	for _, p := range pairs {
 		for _, dir := range [][2]int{{p[0], p[1]}, {p[1], p[0]}} {
 			src, dst := dir[0], dir[1]

@@ -1,0 +1,118 @@
+package chaos
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+var agentBin string // built once in TestMain (see BuildAgent)
+
+func TestMain(m *testing.M) {
+	if why := Available(); why != "" {
+		fmt.Fprintln(os.Stderr, "chaos: skipping the fault-injection suite:", why)
+		os.Exit(m.Run()) // the tests skip with the same reason
+	}
+	dir, err := os.MkdirTemp("", "flowd-chaos-bin")
+	if err != nil {
+		panic(err)
+	}
+	_, here, _, _ := runtime.Caller(0)
+	if agentBin, err = BuildAgent(filepath.Join(filepath.Dir(here), "..", ".."), dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func need(t *testing.T) {
+	t.Helper()
+	if why := Available(); why != "" {
+		t.Skip("chaos suite needs root, ip and nft: " + why)
+	}
+}
+
+// runSuite runs one configuration and reports. Safety checkers fail the
+// test; liveness counters fail it only when strict.
+func runSuite(t *testing.T, cfg Config, strict bool) *Summary {
+	t.Helper()
+	cfg.Bin = agentBin
+	if cfg.BaseDir == "" {
+		cfg.BaseDir = t.TempDir()
+	}
+	level := slog.LevelInfo
+	if os.Getenv("FLOWD_CHAOS_QUIET") != "" {
+		level = slog.LevelWarn
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+	s, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("took %s", time.Since(start).Round(time.Second))
+	for _, note := range s.Notes {
+		t.Log("note: " + note)
+	}
+	t.Logf("counts: completes=%d fails=%d submit_errors=%d claim_errors=%d leases_lost=%d stall_timeouts=%d max_submit=%s digest_index=%d",
+		s.Completes, s.Fails, s.SubmitErrors, s.ClaimErrors, s.LeasesLost, s.StallTimeouts, s.MaxSubmit.Round(time.Millisecond), s.DigestIndex)
+	fmt.Println(s.Line())
+	t.Log(s.Line())
+	if v := s.SafetyViolations(); v > 0 {
+		t.Errorf("%d safety violations:\n%s", v, strings.Join(s.Problems, "\n"))
+	}
+	if v := s.LivenessViolations(); v > 0 {
+		msg := fmt.Sprintf("%d liveness violations (known open in issue 10: orphan leases, attempts spent by faults, created:false on retried submits, forwarded writes that wait 10 s)", v)
+		if strict {
+			t.Error(msg)
+		} else {
+			t.Log("LIVENESS (reported, not gating): " + msg)
+		}
+	}
+	return s
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestChaosShort is the run inside `make test`: a few fault cycles of the
+// leader-affecting kinds, a partition and loss, under load (~2-4 min).
+func TestChaosShort(t *testing.T) {
+	need(t)
+	runSuite(t, Config{
+		Cycles: []string{KillLeader, StopLeaderLong, IsolateLeader, PartitionMinor, Loss, KillAll},
+		Hold:   3 * time.Second, Gap: time.Second, Rate: 25,
+		Submitters: 3, Workers: 4, Stallers: 1, QSShare: 0.2,
+	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
+}
+
+// TestChaosLong is `make chaos` (FLOWD_CHAOS_LONG=1): every fault kind at
+// least twice, the whole-cluster crash, a snapshot install, a clock offset
+// and a membership change, >= 8,000 tasks.
+func TestChaosLong(t *testing.T) {
+	need(t)
+	if os.Getenv("FLOWD_CHAOS_LONG") == "" {
+		t.Skip("the long chaos run is `make chaos` (FLOWD_CHAOS_LONG=1)")
+	}
+	basic := []string{KillLeader, StopLeaderLong, IsolateLeader, KillFollower, StopLeaderShort, PartitionMinor, Bridge, Loss, Delay}
+	var cycles []string
+	cycles = append(cycles, basic...)
+	cycles = append(cycles, KillAll, SnapshotInstall, ClockSkew)
+	cycles = append(cycles, basic...)
+	cycles = append(cycles, Membership, KillLeader, IsolateLeader, StopLeaderLong)
+	runSuite(t, Config{
+		Cycles: cycles, Hold: 4 * time.Second, Gap: 2 * time.Second, Rate: 50,
+		Submitters: 4, Workers: 6, Stallers: 2, QSShare: 0.2,
+	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
+}
