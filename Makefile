@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test test-unit test-race test-e2e vet bench bench-queues bench-profile deps clean image
+.PHONY: all build run test test-unit test-race test-e2e vet bench bench-queues bench-profile deps clean image chaos
 
 all: build
 
@@ -42,6 +42,12 @@ vet:
 test: deps vet build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
+
+# The long fault-injection run (internal/chaos, docs/chaos.md; root, ip, nft;
+# ~6-10 min): every fault kind at least twice under load, >= 8,000 tasks.
+# FLOWD_CHAOS_STRICT=1 also fails on the liveness counters.
+chaos:
+	FLOWD_CHAOS_LONG=1 $(GO) test -count=1 -timeout 45m -run '^TestChaosLong$$' -v ./internal/chaos/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/

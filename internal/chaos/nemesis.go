@@ -190,6 +190,14 @@ func (n *Nemesis) Run(kind string) {
 	default:
 		panic("unknown fault " + kind)
 	}
+	// The heal is due at t0+hold whatever the probe is doing (a short
+	// SIGSTOP must end after 150 ms, not after the failover).
+	healed := make(chan struct{})
+	go func() {
+		defer close(healed)
+		waitUntil(t0.Add(hold))
+		heal()
+	}()
 	if len(via) > 0 {
 		d := n.probe(t0, via)
 		n.mu.Lock()
@@ -197,8 +205,7 @@ func (n *Nemesis) Run(kind string) {
 		n.mu.Unlock()
 		n.log.Info("nemesis: failover", "kind", kind, "took", d)
 	}
-	waitUntil(t0.Add(hold))
-	heal()
+	<-healed
 	if bad := c.WaitHealthy(60*time.Second, 200); len(bad) > 0 {
 		for _, a := range bad {
 			st := Status(a, time.Second)
