@@ -355,7 +355,10 @@ func (w *Workload) stall(cl *rpc.Client, t rpc.Claimed) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		cur, err := cl.GetTask(ctx, t.TaskID)
 		cancel()
-		if err == nil && (cur.FencingToken != t.FencingToken || cur.State != "running") {
+		// A lagging agent may not have applied the claim yet (it shows an
+		// older token and the task ready): only a token at least ours
+		// proves the lease is gone (a later claim, or our lease reaped).
+		if err == nil && (cur.FencingToken > t.FencingToken || cur.FencingToken == t.FencingToken && cur.State != "running") {
 			break
 		}
 		waitOr(context.Background(), 200*time.Millisecond) // polling the replicated state
