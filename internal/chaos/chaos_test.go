@@ -91,8 +91,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 func TestChaosShort(t *testing.T) {
 	need(t)
 	runSuite(t, Config{
-		Cycles: []string{KillLeader, StopLeaderLong, IsolateLeader, PartitionMinor, Loss, KillAll},
-		Hold:   3 * time.Second, Gap: time.Second, Rate: 25,
+		Cycles: []string{KillLeader, StopLeaderLong, IsolateLeader, KillFollower, StopLeaderShort, PartitionMinor,
+			Bridge, Loss, Delay, KillAll, SnapshotInstall},
+		Hold: 3 * time.Second, Gap: time.Second, Rate: 40,
 		Submitters: 3, Workers: 4, Stallers: 1, QSShare: 0.2,
 	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
 }
@@ -112,7 +113,7 @@ func TestChaosLong(t *testing.T) {
 	cycles = append(cycles, basic...)
 	cycles = append(cycles, Membership, KillLeader, IsolateLeader, StopLeaderLong)
 	runSuite(t, Config{
-		Cycles: cycles, Hold: 4 * time.Second, Gap: 2 * time.Second, Rate: 50,
+		Cycles: cycles, Hold: 4 * time.Second, Gap: 2 * time.Second, Rate: 70,
 		Submitters: 4, Workers: 6, Stallers: 2, QSShare: 0.2,
 	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
 }
