@@ -40,6 +40,12 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	} else if p.ID, err = checkRunID(p.ID); err != nil {
 		return rpc.SubmitResult{}, err
 	}
+	if len(p.Nonce) > 128 {
+		return rpc.SubmitResult{}, invalid("nonce must be at most 128 bytes")
+	}
+	if p.Nonce == "" {
+		p.Nonce = rpc.NewRequestID() // before forwarding: a retried forward is answered created:true
+	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	// The spec is parsed and validated where the submit is proposed: a
@@ -50,7 +56,7 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
-		r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull}, grouped)
+		r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull, Nonce: p.Nonce}, grouped)
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}

@@ -56,6 +56,12 @@ func checkClaim(p *rpc.ClaimParams) error {
 	if p.WaitMS < 0 {
 		return invalid("wait_ms must be >= 0")
 	}
+	if !fsm.ValidClaimIDs(p.WorkerID, p.RequestID) {
+		return invalid("worker_id and request_id must be at most %d bytes, without NUL", fsm.MaxClaimIDBytes)
+	}
+	if p.RequestID == "" {
+		p.RequestID = rpc.NewRequestID() // before forwarding: a retried forward is then idempotent
+	}
 	return nil
 }
 
@@ -86,12 +92,19 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 			}
 		}()
 	}
-	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max}
+	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max, RequestID: p.RequestID}
 	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID)
 		defer a.workers.doneWaiting(p.WorkerID)
-		var got []fsm.Claimed
-		if wait <= 0 {
+		// A re-sent claim whose first delivery leased tasks gets them back
+		// at once (the state machine would answer the same if proposed).
+		got, err := a.state.ClaimedBy(p.WorkerID, p.RequestID)
+		if err != nil {
+			return rpc.ClaimResult{}, err
+		}
+		switch {
+		case len(got) > 0: // re-sent: its leases, nothing proposed
+		case wait <= 0:
 			// No wait: one claim entry if anything is ready, else nothing.
 			if !a.state.HasReady(w, max(time.Now().UnixMilli(), a.state.Now())) {
 				return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
@@ -104,7 +117,7 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 				return rpc.ClaimResult{}, fmt.Errorf("%w: the claim at index %d answered for %d waiters, want 1", ErrUnexpectedResult, idx, len(res.Assigned))
 			}
 			got = res.Assigned[0]
-		} else {
+		default:
 			var err error
 			if got, err = a.prop.Claim(waitCtx, w, waitMargin/2); err != nil {
 				return rpc.ClaimResult{}, err
@@ -165,7 +178,7 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 		if p.Claim.WaitMS != 0 {
 			return rpc.AckResult{}, invalid("claim.wait_ms must be 0: task.complete claims only what is ready; long-poll with task.claim")
 		}
-		next = &fsm.Waiter{WorkerID: p.Claim.WorkerID, Queues: p.Claim.Queues, Types: p.Claim.Types, Max: p.Claim.Max}
+		next = &fsm.Waiter{WorkerID: p.Claim.WorkerID, Queues: p.Claim.Queues, Types: p.Claim.Types, Max: p.Claim.Max, RequestID: p.Claim.RequestID}
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()

@@ -84,6 +84,7 @@ type stateReader interface {
 	ListRuns(state domain.RunState, limit int, cursor string) ([]*fsm.Run, string, error)
 	CountRuns() (map[domain.RunState]int, error)
 	HasReady(w fsm.Waiter, now int64) bool
+	ClaimedBy(worker, req string) ([]fsm.Claimed, error)
 	LeaseOwners() map[string]int
 	Queues() ([]fsm.QueueInfo, error)
 	Breakers() ([]fsm.Breaker, error)

@@ -129,8 +129,9 @@ func (fakeProposer) WaitLeaderReady(context.Context) error { return nil }
 // panics.
 type fakeState struct{ stateReader }
 
-func (fakeState) HasReady(fsm.Waiter, int64) bool { return true }
-func (fakeState) Now() int64                      { return 0 }
+func (fakeState) HasReady(fsm.Waiter, int64) bool                 { return true }
+func (fakeState) Now() int64                                      { return 0 }
+func (fakeState) ClaimedBy(string, string) ([]fsm.Claimed, error) { return nil, nil }
 
 func TestProposeTyped(t *testing.T) {
 	ctx := context.Background()

@@ -19,7 +19,8 @@ func (a *applier) applySubmit(c *Submit) any {
 		return fmt.Errorf("%w: run id %q must be 1-64 letters, digits, '_', '.', ':' or '-' (a UUID)", ErrInvalidArgument, c.ID)
 	}
 	if r := a.loadRun(c.ID); r != nil {
-		return &SubmitResult{ID: r.ID, State: r.State, Created: false}
+		// A retry of the creating call (same nonce) learns it created the run.
+		return &SubmitResult{ID: r.ID, State: r.State, Created: c.Nonce != "" && c.Nonce == r.Nonce}
 	}
 	if err := domain.ValidateSpec(c.Spec, a.limits); err != nil {
 		return err
@@ -27,7 +28,7 @@ func (a *applier) applySubmit(c *Submit) any {
 	if err := a.checkRunInput(c.Input, c.Labels, c.IfFull); err != nil {
 		return err
 	}
-	r, err := a.createRun(c.ID, c.Spec.Normalize(), c.Input, c.Labels, "", nil, c.IfFull)
+	r, err := a.createRun(c.ID, c.Spec.Normalize(), c.Input, c.Labels, "", nil, c.IfFull, c.Nonce)
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (a *applier) checkRunInput(input json.RawMessage, labels map[string]string,
 // createRun stores a new run and its tasks, then admits it or queues it for
 // admission. reuse maps task keys to parent tasks whose results are reused.
 func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, labels map[string]string,
-	parent string, reuse map[string]*Task, ifFull string) (*Run, error) {
+	parent string, reuse map[string]*Task, ifFull, nonce string) (*Run, error) {
 	s, cnt := a.getSettings(), a.getCounters()
 	full := s.MaxRunningRuns > 0 && (cnt.ActiveRuns >= s.MaxRunningRuns || a.hasPendingRuns())
 	if full && ifFull == "reject" {
@@ -64,7 +65,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	}
 	r := &Run{
 		ID: id, Workflow: spec.Name, Spec: spec, OnFailure: spec.OnFailure, Input: input, Labels: labels,
-		ParentID: parent, ReplayOf: parent,
+		ParentID: parent, ReplayOf: parent, Nonce: nonce,
 		Counts:    domain.TaskCounts{domain.TaskPending: len(spec.Tasks)},
 		CreatedAt: a.now, CreateIndex: a.index, ModifyIndex: a.index,
 	}
@@ -371,7 +372,7 @@ func (a *applier) applyReplay(c *Replay) any {
 			}
 		}
 	}
-	r, err := a.createRun(c.NewID, *spec, input, p.Labels, p.ID, reuse, "")
+	r, err := a.createRun(c.NewID, *spec, input, p.Labels, p.ID, reuse, "", "")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/flowd/flowd/fsm/domain"
 )
@@ -19,44 +20,99 @@ func (a *applier) applyClaim(c *Claim) any {
 	res := &ClaimResult{Assigned: make([][]Claimed, len(c.Waiters))}
 	for i := range c.Waiters {
 		w := &c.Waiters[i]
+		req := w.RequestID
+		if !ValidClaimIDs(w.WorkerID, req) {
+			req = "" // not idempotent (the daemon refuses such ids before this)
+		}
+		if req != "" {
+			if again := a.claimedBy(w.WorkerID, req); len(again) > 0 {
+				res.Assigned[i] = again // a re-sent claim: its leases, nothing more
+				continue
+			}
+		}
 		n := min(max(w.Max, 1), MaxClaim)
 		for len(res.Assigned[i]) < n {
 			t := a.nextReady(w)
 			if t == nil {
 				break
 			}
-			res.Assigned[i] = append(res.Assigned[i], a.claimTask(t, w.WorkerID))
+			res.Assigned[i] = append(res.Assigned[i], a.claimTask(t, w.WorkerID, req))
 		}
 	}
 	return res
 }
 
-func (a *applier) claimTask(t *Task, worker string) Claimed {
+// MaxClaimIDBytes bounds a worker id and a claim request id.
+const MaxClaimIDBytes = 256
+
+// ValidClaimIDs reports whether a worker id and a claim request id can key
+// the claim-request index: bounded and without NUL (its separator).
+func ValidClaimIDs(worker, req string) bool {
+	return len(worker) <= MaxClaimIDBytes && len(req) <= MaxClaimIDBytes &&
+		!strings.Contains(worker, "\x00") && !strings.Contains(req, "\x00")
+}
+
+// claimedBy returns the tasks still leased to the claim request (worker,
+// req), as that claim answered them (same tokens), in task id order.
+func (a *applier) claimedBy(worker, req string) []Claimed {
+	prefix := claimReqPrefix(worker, req)
+	var ids []string
+	must(a.tx.Scan(prefix, nil, false, func(k, _ []byte) bool {
+		ids = append(ids, string(k[len(prefix):]))
+		return true
+	}))
+	var out []Claimed
+	for _, id := range ids {
+		t, r, err := a.taskFor(id)
+		if err != nil || !t.Leased() || t.LeaseOwner != worker || t.LeaseRequest != req {
+			continue // the index and the records never disagree; be safe anyway
+		}
+		out = append(out, a.claimedView(t, r))
+	}
+	return out
+}
+
+func (a *applier) claimTask(t *Task, worker, req string) Claimed {
 	r := a.loadRun(t.RunID)
 	a.unindexTask(t)
 	a.breakerPick(dispatchType(t), t.ID())
-	cl := Claimed{TaskID: t.ID(), RunID: t.RunID, TaskKey: t.Key, Queue: t.Queue, Input: t.Input,
-		RunInput: r.Input, LeaseMS: t.LeaseMS, FencingToken: a.index}
 	if t.State == domain.TaskReverting {
 		t.Comp.Phase = CompRunning
 		t.Comp.Attempt++
-		a.grantLease(t, worker, true, t.Comp.Attempt)
+		a.grantLease(t, worker, req, true, t.Comp.Attempt)
 		a.emit(Event{Kind: "compensation", RunID: t.RunID, TaskKey: t.Key, Transition: "claim",
 			From: CompReady, To: CompRunning, Attempt: t.Comp.Attempt, Worker: worker, Queue: t.Queue, Type: t.RevertType})
-		cl.Type, cl.Attempt, cl.Compensation, cl.Result = t.RevertType, t.Comp.Attempt, true, t.Result
 	} else {
 		t.Attempt++
 		if t.StartedAt == 0 {
 			t.StartedAt = a.now
 		}
-		a.grantLease(t, worker, false, t.Attempt)
+		a.grantLease(t, worker, req, false, t.Attempt)
 		a.stepTask(r, t, domain.EdgeClaim, func(e *Event) { e.Worker = worker })
+	}
+	return a.claimedView(t, r)
+}
+
+// claimedView is what a worker is told about its lease of t.
+func (a *applier) claimedView(t *Task, r *Run) Claimed {
+	return claimedOf(t, r, func(key string) *Task { return a.loadTask(t.RunID, key) })
+}
+
+// claimedOf builds the Claimed of t's lease; dep loads a task of t's run.
+func claimedOf(t *Task, r *Run, dep func(key string) *Task) Claimed {
+	cl := Claimed{TaskID: t.ID(), RunID: t.RunID, TaskKey: t.Key, Queue: t.Queue, Input: t.Input,
+		LeaseMS: t.LeaseMS, FencingToken: t.FencingToken, LeaseExpiresAt: t.LeaseExpiresAt}
+	if r != nil {
+		cl.RunInput = r.Input
+	}
+	if t.State == domain.TaskReverting {
+		cl.Type, cl.Attempt, cl.Compensation, cl.Result = t.RevertType, t.Comp.Attempt, true, t.Result
+	} else {
 		cl.Type, cl.Attempt = t.Type, t.Attempt
 	}
-	cl.LeaseExpiresAt = t.LeaseExpiresAt
 	cl.DepResults = map[string]json.RawMessage{}
 	for _, d := range t.Deps {
-		if dt := a.loadTask(t.RunID, d); dt != nil && dt.Result != nil {
+		if dt := dep(d); dt != nil && dt.Result != nil {
 			cl.DepResults[d] = dt.Result
 		}
 	}

@@ -85,6 +85,8 @@ type Submit struct {
 	Input  json.RawMessage   `json:"input,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	IfFull string            `json:"if_full,omitempty"` // "queue" (default) | "reject"
+	// Nonce identifies the call (its retries share it): see Run.Nonce.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // Waiter is one long-polling worker's request inside a Claim.
@@ -93,6 +95,10 @@ type Waiter struct {
 	Queues   []string `json:"queues,omitempty"` // empty: every queue
 	Types    []string `json:"types,omitempty"`  // empty: every type
 	Max      int      `json:"max"`
+	// RequestID makes the claim idempotent: while tasks leased to
+	// (WorkerID, RequestID) are still leased, a claim with the same pair
+	// returns them (same tokens) and leases nothing more.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Claim assigns ready tasks to waiting workers, all in one entry; every

@@ -24,7 +24,7 @@ import (
 // command that the rebuild equals the live indexes.
 
 // derivedPrefixes are kept in memory only and rebuilt from records.
-var derivedPrefixes = [][]byte{pfxReady, pfxLease, pfxWake, pfxPending, pfxRunState, pfxFinished}
+var derivedPrefixes = [][]byte{pfxReady, pfxLease, pfxWake, pfxPending, pfxRunState, pfxFinished, pfxClaimReq}
 
 func isDerived(key []byte) bool {
 	for _, p := range derivedPrefixes {
@@ -42,6 +42,9 @@ func taskIndexKeys(out [][]byte, t *Task) [][]byte {
 	}
 	if t.LeaseExpiresAt != 0 {
 		out = append(out, leaseKey(t.LeaseExpiresAt, t.ID()))
+		if t.LeaseRequest != "" {
+			out = append(out, claimReqKey(t.LeaseOwner, t.LeaseRequest, t.ID()))
+		}
 	}
 	if t.RetryAt != 0 {
 		out = append(out, wakeKey(t.RetryAt, t.ID()))

@@ -13,6 +13,8 @@ import (
 func derivedScenario(h *harness) {
 	h.submit("done", `{"tasks":[{"key":"a","type":"u"}]}`)
 	h.complete(h.claim("w", 1, "u")[0], `1`)
+	h.submit("idem", `{"tasks":[{"key":"a","type":"v"}]}`)
+	h.ok(&Claim{Waiters: []Waiter{{WorkerID: "wr", Types: []string{"v"}, Max: 1, RequestID: "req-1"}}})
 	h.ok(&SettingsSet{MaxRunningRuns: ptr(3), BreakerFailures: ptr(-1)})
 	for i := range 6 {
 		h.submit(fmt.Sprintf("r%d", i), `{"tasks":[{"key":"a","type":"t","retry":{"max_attempts":5,"initial_backoff_ms":60000}},{"key":"b","type":"t","queue":"q2","retry":{"max_attempts":5,"initial_backoff_ms":60000}},{"key":"c","type":"t","deps":["a"]}]}`)

@@ -92,10 +92,14 @@ func (a *applier) unwake(t *Task) {
 	}
 }
 
-// grantLease hands t to worker under token (this entry's index).
-func (a *applier) grantLease(t *Task, worker string, comp bool, n int) {
+// grantLease hands t to worker under token (this entry's index), for the
+// claim request req (may be empty).
+func (a *applier) grantLease(t *Task, worker, req string, comp bool, n int) {
 	t.FencingToken = a.index
-	t.LeaseOwner = worker
+	t.LeaseOwner, t.LeaseRequest = worker, req
+	if req != "" {
+		must(a.tx.Set(claimReqKey(worker, req, t.ID()), []byte{}))
+	}
 	t.LeaseExpiresAt = a.now + t.LeaseMS
 	t.Attempts = append(t.Attempts, Attempt{N: n, Worker: worker, Token: a.index, ClaimedAt: a.now,
 		Outcome: OutcomeRunning, Compensation: comp})
@@ -107,6 +111,9 @@ func (a *applier) grantLease(t *Task, worker string, comp bool, n int) {
 func (a *applier) endLease(t *Task, outcome, errMsg string) {
 	if t.LeaseExpiresAt != 0 {
 		a.del(leaseKey(t.LeaseExpiresAt, t.ID()))
+		if t.LeaseRequest != "" {
+			a.del(claimReqKey(t.LeaseOwner, t.LeaseRequest, t.ID()))
+		}
 		a.queue(t.Queue).Running--
 	}
 	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Outcome == OutcomeRunning {
@@ -116,7 +123,7 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 	if b := a.breaker(dispatchType(t)); b.Trial == t.ID() {
 		b.Trial = ""
 	}
-	t.LeaseOwner, t.LeaseExpiresAt = "", 0
+	t.LeaseOwner, t.LeaseRequest, t.LeaseExpiresAt = "", "", 0
 }
 
 // extendLease moves t's lease expiry to now + lease.

@@ -25,6 +25,7 @@ import (
 //	l/<expiry8><run>/<key>            lease index (derived)
 //	w/<due8><run>/<key>               retry / compensation-retry index (derived)
 //	b/<type>                          Breaker (JSON)
+//	wc/<worker>\0<request>\0<task>     tasks leased to a claim request (derived)
 //	e/<index8><count4>                the entry's events (JSON array), bounded window
 var (
 	keyApplied  = []byte("m/applied")
@@ -44,6 +45,7 @@ var (
 	pfxWake     = []byte("w/")
 	pfxBreaker  = []byte("b/")
 	pfxEvent    = []byte("e/")
+	pfxClaimReq = []byte("wc/")
 )
 
 func cat(parts ...[]byte) []byte {
@@ -105,4 +107,14 @@ func getU64(b []byte) uint64 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(b)
+}
+
+// claimReqPrefix lists the tasks leased to one claim request. Worker and
+// request ids never hold a NUL (ValidClaimIDs), so the prefix is exact.
+func claimReqPrefix(worker, req string) []byte {
+	return cat(pfxClaimReq, []byte(worker), []byte{0}, []byte(req), []byte{0})
+}
+
+func claimReqKey(worker, req, taskID string) []byte {
+	return append(claimReqPrefix(worker, req), taskID...)
 }

@@ -274,7 +274,10 @@ func (m *model) claim(rt *rapid.T) {
 	ws := make([]Waiter, rapid.IntRange(1, 3).Draw(rt, "waiters"))
 	want := 0
 	for i := range ws {
-		ws[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Max: rapid.IntRange(0, 3).Draw(rt, "max")}
+		// A fresh request id per claim: its leases enter the derived
+		// claim-request index, which the rebuild check covers.
+		ws[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Max: rapid.IntRange(0, 3).Draw(rt, "max"),
+			RequestID: fmt.Sprintf("req-%d-%d", m.h.index, i)}
 		want += max(ws[i].Max, 1)
 	}
 	avail := 0

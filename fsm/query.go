@@ -571,3 +571,47 @@ func (f *FSM) GetSpec(id string) (*domain.Spec, error) {
 	})
 	return out, err
 }
+
+// ClaimedBy returns the tasks still leased to the claim request (worker,
+// req), as the claim answered them: what a re-sent claim is answered
+// without proposing anything (the state machine does the same when such a
+// claim reaches it).
+func (f *FSM) ClaimedBy(worker, req string) ([]Claimed, error) {
+	if req == "" || !ValidClaimIDs(worker, req) {
+		return nil, nil
+	}
+	var out []Claimed
+	err := f.View(func(r Reader) error {
+		prefix := claimReqPrefix(worker, req)
+		var ids []string
+		if err := r.Scan(prefix, nil, false, func(k, _ []byte) bool {
+			ids = append(ids, string(k[len(prefix):]))
+			return true
+		}); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			run, key, ok := splitTaskID(id)
+			if !ok {
+				continue
+			}
+			t, err := getJSON[Task](r, taskKey(run, key))
+			if err != nil {
+				return err
+			}
+			if t == nil || !t.Leased() || t.LeaseOwner != worker || t.LeaseRequest != req {
+				continue
+			}
+			rr, err := getJSON[Run](r, runKey(run))
+			if err != nil {
+				return err
+			}
+			out = append(out, claimedOf(t, rr, func(k string) *Task {
+				dt, _ := getJSON[Task](r, taskKey(run, k))
+				return dt
+			}))
+		}
+		return nil
+	})
+	return out, err
+}

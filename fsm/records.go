@@ -19,7 +19,10 @@ type Run struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	ParentID  string            `json:"parent_id,omitempty"`
 	ReplayOf  string            `json:"replay_of,omitempty"`
-	State     domain.RunState   `json:"state"`
+	// Nonce is the creating call's request nonce: a retry of that call is
+	// answered created:true, another call with the same id created:false.
+	Nonce string          `json:"nonce,omitempty"`
+	State domain.RunState `json:"state"`
 	// InterruptedFrom is the state an interrupted run resumes into.
 	InterruptedFrom domain.RunState `json:"interrupted_from,omitempty"`
 	// Reason says why a run failed or was cancelled.
@@ -58,22 +61,26 @@ type Task struct {
 	RevertType string             `json:"revert_type,omitempty"`
 	SpawnedBy  string             `json:"spawned_by,omitempty"`
 
-	State          domain.TaskState `json:"state"`
-	Attempt        int              `json:"attempt"`
-	FencingToken   uint64           `json:"fencing_token,omitempty"`
-	LeaseOwner     string           `json:"lease_owner,omitempty"`
-	LeaseExpiresAt int64            `json:"lease_expires_at,omitempty"`
-	ReadySeq       uint64           `json:"ready_seq,omitempty"`
-	ReadyAt        int64            `json:"ready_at,omitempty"`
-	RetryAt        int64            `json:"retry_at,omitempty"`
-	StartedAt      int64            `json:"started_at,omitempty"`
-	FinishedAt     int64            `json:"finished_at,omitempty"`
-	Result         json.RawMessage  `json:"result,omitempty"`
-	Error          string           `json:"error,omitempty"`
-	Reused         bool             `json:"reused,omitempty"`
-	Indexed        bool             `json:"indexed,omitempty"` // in the ready index
-	Attempts       []Attempt        `json:"attempts,omitempty"`
-	Comp           *Compensation    `json:"compensation,omitempty"`
+	State        domain.TaskState `json:"state"`
+	Attempt      int              `json:"attempt"`
+	FencingToken uint64           `json:"fencing_token,omitempty"`
+	LeaseOwner   string           `json:"lease_owner,omitempty"`
+	// LeaseRequest is the claim request id the lease was granted to (empty
+	// for a claim without one): a re-sent claim with the same id gets this
+	// lease back instead of a new one (see claimReqKey).
+	LeaseRequest   string          `json:"lease_request,omitempty"`
+	LeaseExpiresAt int64           `json:"lease_expires_at,omitempty"`
+	ReadySeq       uint64          `json:"ready_seq,omitempty"`
+	ReadyAt        int64           `json:"ready_at,omitempty"`
+	RetryAt        int64           `json:"retry_at,omitempty"`
+	StartedAt      int64           `json:"started_at,omitempty"`
+	FinishedAt     int64           `json:"finished_at,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Reused         bool            `json:"reused,omitempty"`
+	Indexed        bool            `json:"indexed,omitempty"` // in the ready index
+	Attempts       []Attempt       `json:"attempts,omitempty"`
+	Comp           *Compensation   `json:"compensation,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 )
 
 // Typed methods over Client. Calls that are safe to repeat (reads, and
-// writes made idempotent by an id or a fencing token) are retried across a
-// failover; a claim is retried only when it certainly was not sent, because
-// a lost claim reply leases tasks nobody runs (they come back when the
-// lease expires).
+// writes made idempotent by an id, a fencing token or a claim request id)
+// are retried across a failover. A claim always carries a request id, so a
+// re-sent claim is answered the leases its lost first answer held instead
+// of leasing more.
 
 // call makes one typed call.
 func call[R any](ctx context.Context, do func(context.Context, string, any, any) error, method string, params any) (*R, error) {
@@ -44,9 +46,18 @@ func (c *Client) Hello(ctx context.Context, client string) (*HelloResult, error)
 
 // Submit submits a workflow. p.ID should be set (a UUIDv7) so a retry after
 // a failover cannot create the run twice; the CLI and SDK always set it.
+// The call's retries share one nonce (picked here unless set), so the
+// call that created the run learns it did even when a retry answers.
 func (c *Client) Submit(ctx context.Context, p SubmitParams) (*SubmitResult, error) {
+	if p.Nonce == "" {
+		p.Nonce = NewRequestID()
+	}
 	return call[SubmitResult](ctx, c.idempotentIf(p.ID != ""), MethodRunSubmit, p)
 }
+
+// NewRequestID names one call for its retries (claim request ids, submit
+// nonces): 64 random bits, short in the records.
+func NewRequestID() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
 // GetRun returns a run with its tasks.
 func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
@@ -83,10 +94,15 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 	return call[Task](ctx, c.CallIdempotent, MethodTaskGet, TaskIDParams{ID: id})
 }
 
-// Claim long-polls for tasks.
+// Claim long-polls for tasks. It is retried like any idempotent call: the
+// claim carries a request id (picked here unless set), and a re-sent claim
+// gets the tasks the first delivery leased, not more.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
+	if p.RequestID == "" {
+		p.RequestID = NewRequestID()
+	}
 	var out ClaimResult
-	return out.Tasks, c.Call(ctx, MethodTaskClaim, p, &out)
+	return out.Tasks, c.CallIdempotent(ctx, MethodTaskClaim, p, &out)
 }
 
 // Heartbeat extends a lease; Accepted false means the lease is lost.
@@ -100,12 +116,17 @@ func (c *Client) Complete(ctx context.Context, p CompleteParams) (*AckResult, er
 }
 
 // CompleteAndClaim records a task's success and claims p.Claim's next
-// tasks in the same entry (AckResult.Tasks). Unlike Complete it is not
-// retried after an unknown outcome (a second try could lease tasks the
-// first one already leased); on an error, report the completion again with
-// Complete, which is safe to repeat.
+// tasks in the same entry (AckResult.Tasks). Like Complete it is retried
+// after an unknown outcome: the completion is idempotent by its token and
+// the claim by its request id (picked here unless set), so a retry is
+// answered the tasks the first delivery leased.
 func (c *Client) CompleteAndClaim(ctx context.Context, p CompleteParams) (*AckResult, error) {
-	return call[AckResult](ctx, c.Call, MethodTaskComplete, p)
+	if p.Claim != nil && p.Claim.RequestID == "" {
+		cl := *p.Claim
+		cl.RequestID = NewRequestID()
+		p.Claim = &cl
+	}
+	return call[AckResult](ctx, c.CallIdempotent, MethodTaskComplete, p)
 }
 
 // Fail records a failed attempt; Accepted false means the token is stale.

@@ -78,6 +78,12 @@ type SubmitParams struct {
 	Input    json.RawMessage   `json:"input,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
 	IfFull   string            `json:"if_full,omitempty"`
+	// Nonce identifies this call; its retries send the same one. A retry of
+	// the call that created the run is answered created:true, another call
+	// with the same id created:false. Optional: the agent that receives a
+	// call without one picks one, so its own forwarding retries are
+	// answered right.
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // SubmitResult of run.submit and run.replay.
@@ -249,6 +255,13 @@ type ClaimParams struct {
 	Types    []string `json:"types,omitempty"`
 	Max      int      `json:"max,omitempty"`
 	WaitMS   int64    `json:"wait_ms,omitempty"`
+	// RequestID makes the claim idempotent: a claim re-sent with the same
+	// worker_id and request_id (after a lost answer) gets the tasks the
+	// first one leased, with the same tokens, while they are still leased
+	// to it, and leases nothing more. Send a fresh one per claim and the
+	// same one on its retries. Optional: the agent that receives a claim
+	// without one picks one, so its own forwarding retries are safe.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Claimed is a task handed to a worker.
@@ -301,6 +314,16 @@ func (r SubmitResult) WriteIndex() uint64 { return r.Index }
 
 // WriteIndex implements the read-your-writes contract (see AckResult).
 func (r ChangedResult) WriteIndex() uint64 { return r.Index }
+
+// WriteIndex is the newest lease's token (a claim's token is its entry's
+// index): an agent that forwarded the claim then reads its own leases.
+func (r ClaimResult) WriteIndex() uint64 {
+	var idx uint64
+	for _, t := range r.Tasks {
+		idx = max(idx, t.FencingToken)
+	}
+	return idx
+}
 
 // WriteIndex makes an agent that forwarded run.wait catch up to the state
 // the leader saw before answering (see AckResult).

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -42,7 +41,7 @@ type fakeAgent struct {
 	// leads (a follower that cannot forward); by default a follower
 	// "forwards": it answers as the leader would.
 	notLeader atomic.Bool
-	claimIn   chan struct{} // a claim arrived (then it blocks until its connection ends)
+	claimIn   chan string // a claim arrived: its request id (then it blocks until its connection ends)
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -59,7 +58,7 @@ func newFakeCluster(t *testing.T, n int, leader string) *fakeCluster {
 	fc.leader.Store(leader)
 	for i := 1; i <= n; i++ {
 		a := &fakeAgent{fc: fc, id: fmt.Sprintf("n%d", i), ep: "unix://" + filepath.Join(dir, fmt.Sprintf("n%d.sock", i)),
-			calls: map[string]int{}, claimIn: make(chan struct{}, 8)}
+			calls: map[string]int{}, claimIn: make(chan string, 8)}
 		a.applied.Store(1 << 40) // caught up unless a test says otherwise
 		a.start()
 		fc.agents = append(fc.agents, a)
@@ -129,7 +128,7 @@ func (a *fakeAgent) start() {
 			if err := write(MethodTaskClaim); err != nil {
 				return ClaimResult{}, err
 			}
-			a.claimIn <- struct{}{}
+			a.claimIn <- p.RequestID
 			<-ctx.Done()
 			return ClaimResult{}, nil
 		}),
@@ -320,9 +319,10 @@ func TestRouteOffWithOneEndpointOrAny(t *testing.T) {
 	}
 }
 
-// A claim whose reply is lost is not retried, not even on the new leader:
-// it may have leased tasks.
-func TestRouteNeverRetriesALostClaim(t *testing.T) {
+// A claim whose reply is lost is re-sent to the new leader with the same
+// request id, so the agent answers the leases the first one may have
+// granted instead of leasing more.
+func TestRouteResendsALostClaimWithItsRequestID(t *testing.T) {
 	fc := newFakeCluster(t, 3, "n2")
 	c := routeClient(t, fc.eps(), ClientOptions{})
 	errc := make(chan error, 1)
@@ -330,15 +330,20 @@ func TestRouteNeverRetriesALostClaim(t *testing.T) {
 		_, err := c.Claim(testCtx(t), ClaimParams{WorkerID: "w", WaitMS: 10000})
 		errc <- err
 	}()
-	<-fc.agent("n2").claimIn
+	first := <-fc.agent("n2").claimIn
+	if first == "" {
+		t.Fatal("the claim carried no request id")
+	}
 	fc.leader.Store("n3")
 	fc.agent("n2").stop()
-	err := <-errc
-	var ce *ConnError
-	if !errors.As(err, &ce) || ce.NotSent {
-		t.Fatalf("claim: %v, want a sent-then-lost *ConnError", err)
+	if again := <-fc.agent("n3").claimIn; again != first {
+		t.Fatalf("re-sent claim's request id %q, want the first one's %q", again, first)
 	}
-	wantCalls(t, fc, MethodTaskClaim, map[string]int{"n2": 1})
+	c.Close()
+	if err := <-errc; err == nil {
+		t.Fatal("claim on a closed client succeeded")
+	}
+	wantCalls(t, fc, MethodTaskClaim, map[string]int{"n2": 1, "n3": 1})
 }
 
 // Every method constant of protocol.go has a route.

@@ -1,0 +1,59 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+// A claim re-sent with the same request id (what the client and the
+// forwarder do after a lost answer) is answered the tasks its first
+// delivery leased, with the same tokens, on the leader and through a
+// follower, and spends no attempt; a submit retried with the same nonce is
+// answered created:true, another call with the run's id created:false.
+func TestResentClaimAndSubmitAreIdempotent(t *testing.T) {
+	agents := startAgents(t, 3)
+	leader, fs := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, target := range []*Agent{leader, fs[0]} {
+		c := client(t, target)
+		id := rpc.NewRequestID()
+		typ := "t-" + target.cfg.NodeID
+		runID := newRunID()
+		sub := rpc.SubmitParams{ID: runID, Nonce: "n-" + runID, Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"` + typ + `"},{"key":"b","type":"` + typ + `"}]}`)}
+		for i, want := range []bool{true, true} {
+			res, err := c.Submit(ctx, sub)
+			if err != nil || res.Created != want {
+				t.Fatalf("via %s: submit %d with the creating nonce: %+v %v, want created:%v", target.cfg.NodeID, i, res, err, want)
+			}
+		}
+		other := sub
+		other.Nonce = "someone-else"
+		if res, err := c.Submit(ctx, other); err != nil || res.Created {
+			t.Fatalf("via %s: another call with the run's id: %+v %v, want created:false", target.cfg.NodeID, res, err)
+		}
+		p := rpc.ClaimParams{WorkerID: "w", Types: []string{typ}, Max: 1, RequestID: id}
+		first, err := c.Claim(ctx, p)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("via %s: claim: %+v %v", target.cfg.NodeID, first, err)
+		}
+		p.WaitMS = 5000 // a re-sent long poll answers at once, too
+		again, err := c.Claim(ctx, p)
+		if err != nil || len(again) != 1 || again[0].TaskID != first[0].TaskID || again[0].FencingToken != first[0].FencingToken {
+			t.Fatalf("via %s: re-sent claim answered %+v %v, first %+v", target.cfg.NodeID, again, err, first)
+		}
+		tk, err := c.GetTask(ctx, first[0].TaskID)
+		if err != nil || tk.Attempt != 1 {
+			t.Fatalf("via %s: task after a re-sent claim: attempt %d %v", target.cfg.NodeID, tk.Attempt, err)
+		}
+		// The other task is still there for a new request.
+		p.RequestID, p.WaitMS = rpc.NewRequestID(), 0
+		if next, err := c.Claim(ctx, p); err != nil || len(next) != 1 || next[0].TaskID == first[0].TaskID {
+			t.Fatalf("via %s: a new request: %+v %v", target.cfg.NodeID, next, err)
+		}
+	}
+}
