@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/fsm"
@@ -42,6 +43,10 @@ const maxGroupBytes = fsm.MaxEntryWriteBytes / 4
 type groupReq struct {
 	buf  []byte
 	done chan groupResp
+	// gone is set when the caller stopped waiting (its deadline passed and
+	// it was answered "outcome unknown"): a group not yet formed leaves it
+	// out, so it is never executed after its caller was answered.
+	gone atomic.Bool
 }
 
 type groupResp struct {
@@ -65,6 +70,7 @@ func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64
 	}
 	r := groupReqPool.Get().(*groupReq)
 	r.buf = buf
+	r.gone.Store(false)
 	b := n.batch
 	b.mu.Lock()
 	b.queue = append(b.queue, r)
@@ -79,7 +85,9 @@ func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64
 		groupReqPool.Put(r)
 		return out.res, out.idx, out.err
 	case <-ctx.Done():
-		// r is answered later by the flusher; it is not reused.
+		// r is answered later by the flusher (or left out of its group);
+		// it is not reused.
+		r.gone.Store(true)
 		return nil, 0, &domain.UnavailableError{Reason: "the command did not commit in time; its outcome is unknown", RetryAfter: 250 * time.Millisecond}
 	}
 }
@@ -88,6 +96,14 @@ func (b *batcher) flush() {
 	for {
 		b.mu.Lock()
 		n, size := 0, 0
+		live := b.queue[:0] // drop requests whose callers stopped waiting
+		for _, r := range b.queue {
+			if !r.gone.Load() {
+				live = append(live, r)
+			}
+		}
+		clear(b.queue[len(live):])
+		b.queue = live
 		for n < len(b.queue) && n < maxGroup {
 			l := len(b.queue[n].buf)
 			if n > 0 && size+l > maxGroupBytes {

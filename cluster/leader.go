@@ -33,6 +33,7 @@ func (n *Node) monitorLeadership() {
 		select {
 		case <-n.obsCh:
 			check()
+			n.signalLeaderChange()
 		case <-n.stop:
 			return
 		}

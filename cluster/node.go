@@ -183,6 +183,11 @@ type Node struct {
 
 	obsCh    chan raft.Observation
 	observer *raft.Observer
+	// epoch is cancelled (and replaced) at every leadership or raft state
+	// change the monitor sees: see LeaderEpoch.
+	sigMu       sync.Mutex
+	epoch       context.Context
+	epochCancel context.CancelFunc
 
 	mu           sync.Mutex
 	leaderCancel context.CancelFunc
@@ -219,6 +224,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.disp = newDispatcher(n)
 	n.batch = &batcher{n: n}
+	n.epoch, n.epochCancel = context.WithCancel(context.Background())
 	n.obsCh = make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -567,7 +573,28 @@ func (n *Node) Stopped() <-chan struct{} { return n.stop }
 // WaitLeaderChange blocks until raft reports a leadership or state change,
 // ctx ends, or max passes.
 func (n *Node) WaitLeaderChange(ctx context.Context, max time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, max)
-	defer cancel()
-	n.waitLeaderChange(ctx)
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-n.LeaderEpoch().Done():
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// LeaderEpoch returns a context cancelled at the next leadership or raft
+// state change (take it before reading Leader): how a request forwarded to
+// the leader learns at once that it must go elsewhere. One context serves
+// every waiter (context.AfterFunc on it costs no goroutine).
+func (n *Node) LeaderEpoch() context.Context {
+	n.sigMu.Lock()
+	defer n.sigMu.Unlock()
+	return n.epoch
+}
+
+func (n *Node) signalLeaderChange() {
+	n.sigMu.Lock()
+	n.epochCancel()
+	n.epoch, n.epochCancel = context.WithCancel(context.Background())
+	n.sigMu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -131,6 +132,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 			return h(context.WithValue(ctx, forwardedKey{}, true), raw)
 		}
 	}
+	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward")})
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
 	ok = true

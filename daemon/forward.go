@@ -162,7 +162,7 @@ const maxIdleExclusive = 32
 // that answer is returned (so a worker that half-closed gets those tasks
 // instead of their leases going to nobody). The answer is awaited until
 // the call's deadline at most.
-func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, params, out any) error {
+func (f *leaderProxy) callExclusive(ctx, epoch context.Context, addr string, env forwardCall, out any) error {
 	f.mu.Lock()
 	var c *rpc.Conn
 	for len(f.idle[addr]) > 0 && c == nil {
@@ -191,8 +191,12 @@ func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, pa
 	}
 	defer cancel()
 	half := context.AfterFunc(ctx, c.CloseWrite)
-	err := c.Call(cctx, method, params, out)
-	if !half() { // ctx ended: the connection is half-closed
+	// Leadership moved: drop the call (its claim is re-sent, with its
+	// request id, to the new leader, which answers any lease it granted).
+	moved := context.AfterFunc(epoch, func() { _ = c.Close() })
+	err := c.Call(cctx, methodForward, env, out)
+	moved()
+	if !half() || epoch.Err() != nil { // half-closed, or closed
 		_ = c.Close()
 		return err
 	}
@@ -206,6 +210,43 @@ func (f *leaderProxy) callExclusive(ctx context.Context, addr, method string, pa
 		_ = c.Close()
 	}
 	return err
+}
+
+// methodForward is the forwarding port's envelope: a forwarded call with
+// its caller's deadline (forwardCall). The leader refuses one whose
+// deadline has passed instead of executing it after the caller was
+// answered (a request can sit in a socket buffer while the network is cut
+// or the leader is stopped).
+const methodForward = "agent.forward"
+
+// forwardCall is the envelope's params.
+type forwardCall struct {
+	Method string `json:"method"`
+	Params any    `json:"params,omitempty"`
+	// DeadlineMS is the caller's deadline in Unix ms (0: none). Node clocks
+	// must agree to well within a request's budget (10 s for writes).
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+}
+
+// forward sends one forwarded call to the leader at addr. It gives up at
+// once when leadership changes (epoch ends): the caller re-routes.
+func (p *leaderProxy) forward(ctx, epoch context.Context, addr, method string, params, out any) error {
+	env := forwardCall{Method: method, Params: params}
+	if d, ok := ctx.Deadline(); ok {
+		env.DeadlineMS = d.UnixMilli()
+	}
+	if exclusiveForward(ctx) {
+		return p.callExclusive(ctx, epoch, addr, env, out)
+	}
+	c, err := p.conn(ctx, addr)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(epoch, cancel)
+	defer stop()
+	return c.Call(fctx, methodForward, env, out)
 }
 
 // onLeader runs local when this node leads; otherwise it forwards method
@@ -228,6 +269,7 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 				return zero, err
 			}
 		}
+		epoch := p.node.LeaderEpoch() // before reading who leads
 		id, addr := p.leaderAddr()
 		switch {
 		case id == p.self:
@@ -236,18 +278,17 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 		case id == "" || addr == "":
 		default:
 			var out R
-			var err error
-			if exclusiveForward(ctx) {
-				err = p.callExclusive(ctx, addr, method, params, &out)
-			} else {
-				var c *rpc.Conn
-				if c, err = p.conn(ctx, addr); err == nil {
-					err = c.Call(ctx, method, params, &out)
-				}
-			}
+			err := p.forward(ctx, epoch, addr, method, params, &out)
 			if err == nil {
 				p.raiseFence(out)
 				return out, nil
+			}
+			if epoch.Err() != nil && ctx.Err() == nil {
+				// Leadership changed while the request was out: send it to
+				// whoever leads now, at once (every forwarded method is
+				// repeat-safe: by id, nonce, request id or fencing token).
+				p.log.Debug("leadership changed during a forward; re-routing", "method", method, "from", id)
+				continue
 			}
 			if !errors.Is(err, domain.ErrUnavailable) && !errors.Is(err, rpc.ErrClosed) {
 				return zero, err // a real answer from the leader
@@ -316,4 +357,32 @@ func (a *Agent) fenced(h rpc.Handler) rpc.Handler {
 		a.proxy.awaitReadFence(ctx)
 		return h(ctx, params)
 	}
+}
+
+// serveForwarded answers methodForward on the forwarding port: the method
+// it wraps (one of methods, the forwarded subset), under the caller's
+// deadline, or -32004 without executing it when that deadline has passed.
+func serveForwarded(methods map[string]rpc.Handler) rpc.Handler {
+	type envelope struct {
+		Method     string          `json:"method"`
+		Params     json.RawMessage `json:"params"`
+		DeadlineMS int64           `json:"deadline_ms"`
+	}
+	return rpc.Func(func(ctx context.Context, env envelope) (any, error) {
+		h, ok := methods[env.Method]
+		if !ok {
+			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "the forwarding port does not serve %q", env.Method)
+		}
+		if env.DeadlineMS > 0 {
+			d := time.UnixMilli(env.DeadlineMS)
+			if !time.Now().Before(d) {
+				return nil, &domain.UnavailableError{RetryAfter: 250 * time.Millisecond,
+					Reason: "the forwarded " + env.Method + " reached the leader after its caller's deadline; it was not executed"}
+			}
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d)
+			defer cancel()
+		}
+		return h(ctx, env.Params)
+	})
 }

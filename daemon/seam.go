@@ -38,6 +38,8 @@ type leadership interface {
 	// WaitLeaderChange blocks until the leader changes, ctx ends or max
 	// passes.
 	WaitLeaderChange(ctx context.Context, max time.Duration)
+	// LeaderEpoch is cancelled at the next leadership change.
+	LeaderEpoch() context.Context
 	// WaitForApplied blocks until index is applied locally or ctx ends.
 	WaitForApplied(ctx context.Context, index uint64) error
 }

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Invariant: a forwarded request is never executed after its caller was
+// answered. A forwarded submit that reaches the leader after its caller's
+// deadline (it sat in a socket buffer while the network was cut) is
+// refused with -32004 and creates nothing; one within its deadline runs.
+func TestForwardedRequestPastItsDeadlineIsNotExecuted(t *testing.T) {
+	agents := startAgents(t, 3)
+	leader, _ := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := rpc.Dial(ctx, "tcp://"+leader.cfg.ForwardAddr, rpc.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	late, onTime := newRunID(), newRunID()
+	sub := func(id string, deadline time.Time) error {
+		var out rpc.SubmitResult
+		return conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodRunSubmit, DeadlineMS: deadline.UnixMilli(),
+			Params: rpc.SubmitParams{ID: id, Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}}, &out)
+	}
+	err = sub(late, time.Now().Add(-time.Millisecond))
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeUnavailable || !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("late forward: %v, want -32004", err)
+	}
+	if err := sub(onTime, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatalf("forward within its deadline: %v", err)
+	}
+	c := client(t, leader)
+	if _, err := c.GetRun(ctx, onTime); err != nil {
+		t.Fatalf("the forward within its deadline: %v", err)
+	}
+	if _, err := c.GetRun(ctx, late); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("the late forward was executed: %v", err)
+	}
+	// The envelope serves only the forwarded methods.
+	var out any
+	err = conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodSnapshotSave}, &out)
+	if !errors.As(err, &re) || re.Code != rpc.CodeMethodNotFound {
+		t.Fatalf("snapshot.save through the envelope: %v, want -32601", err)
+	}
+}
