@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/flowd/flowd/internal/pki"
 )
 
 // Raft over mutual TLS.
@@ -35,8 +37,9 @@ import (
 //     leader sends a new voter nothing (no snapshot, no log) unless it holds
 //     a CA-signed certificate for the id it was added with.
 //
-// Handshakes run off raft's accept loop, one goroutine each, bounded by
-// maxPendingHandshakes and by the transport timeout, so a slow or silent
+// Handshakes run off raft's accept loop (pki.HandshakeListener, shared with
+// the forwarding port), one goroutine each, bounded by
+// pki.MaxPendingHandshakes and by the transport timeout, so a slow or silent
 // peer cannot stall the listener.
 
 // TLSProvider is what the stream layer needs from the node's certificate
@@ -55,13 +58,10 @@ var (
 	ErrNotMember = errors.New("not a member of the raft configuration")
 )
 
-const (
-	maxPendingHandshakes = 64
-	membershipRecheck    = time.Second
-)
+const membershipRecheck = time.Second
 
 type tlsStream struct {
-	ln        net.Listener
+	ln        *pki.HandshakeListener
 	advertise net.Addr
 	tls       TLSProvider
 	timeout   time.Duration
@@ -73,10 +73,8 @@ type tlsStream struct {
 	ready   chan struct{}
 	readyMu sync.Once
 
-	accepted chan net.Conn
-	pending  chan struct{} // semaphore of handshakes in flight
-	closed   chan struct{}
-	closeMu  sync.Once
+	closed  chan struct{}
+	closeMu sync.Once
 }
 
 func newTLSStream(bind string, advertise net.Addr, p TLSProvider, timeout time.Duration, log *slog.Logger) (*tlsStream, error) {
@@ -84,11 +82,14 @@ func newTLSStream(bind string, advertise net.Addr, p TLSProvider, timeout time.D
 	if err != nil {
 		return nil, err
 	}
-	s := &tlsStream{ln: ln, advertise: advertise, tls: p, timeout: timeout, log: log,
-		ready: make(chan struct{}), accepted: make(chan net.Conn), pending: make(chan struct{}, maxPendingHandshakes),
-		closed: make(chan struct{})}
+	s := &tlsStream{advertise: advertise, tls: p, timeout: timeout, log: log,
+		ready: make(chan struct{}), closed: make(chan struct{})}
 	s.server = p.ServerConfig(s.checkMember)
-	go s.acceptLoop()
+	s.ln = pki.NewHandshakeListener(ln, s.server, timeout, log, "raft", func(tc *tls.Conn) (net.Conn, error) {
+		mc := &memberConn{Conn: tc, s: s, id: peerNodeID(tc)}
+		mc.checked.Store(time.Now().UnixNano())
+		return mc, nil
+	})
 	return s, nil
 }
 
@@ -123,68 +124,9 @@ func (s *tlsStream) checkMember(id string) error {
 	return fmt.Errorf("node %q is %w", id, ErrNotMember)
 }
 
-func (s *tlsStream) acceptLoop() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			select {
-			case <-s.closed:
-				return
-			default:
-			}
-			if errors.Is(err, net.ErrClosed) {
-				s.Close()
-				return
-			}
-			s.log.Warn("raft listener: accept failed; retrying", "err", err)
-			select {
-			case <-time.After(50 * time.Millisecond):
-			case <-s.closed:
-				return
-			}
-			continue
-		}
-		select {
-		case s.pending <- struct{}{}:
-		default:
-			s.log.Warn("raft listener: too many TLS handshakes in progress; dropping a connection", "remote", c.RemoteAddr())
-			c.Close()
-			continue
-		}
-		go s.handshake(c)
-	}
-}
-
-func (s *tlsStream) handshake(c net.Conn) {
-	defer func() { <-s.pending }()
-	tc := tls.Server(c, s.server)
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	err := tc.HandshakeContext(ctx)
-	cancel()
-	if err != nil {
-		s.log.Warn("raft connection refused", "remote", c.RemoteAddr(), "err", err)
-		tc.Close()
-		return
-	}
-	mc := &memberConn{Conn: tc, s: s, id: peerNodeID(tc)}
-	mc.checked.Store(time.Now().UnixNano())
-	select {
-	case s.accepted <- mc:
-	case <-s.closed:
-		tc.Close()
-	}
-}
-
 // Accept implements net.Listener: it returns connections whose peer passed
 // the handshake and the membership check.
-func (s *tlsStream) Accept() (net.Conn, error) {
-	select {
-	case c := <-s.accepted:
-		return c, nil
-	case <-s.closed:
-		return nil, net.ErrClosed
-	}
-}
+func (s *tlsStream) Accept() (net.Conn, error) { return s.ln.Accept() }
 
 // Close implements net.Listener.
 func (s *tlsStream) Close() error {

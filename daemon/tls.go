@@ -5,10 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/flowd/flowd/cluster"
@@ -148,7 +146,7 @@ func (a *Agent) forwardListener(l net.Listener) net.Listener {
 	if a.tls == nil {
 		return l
 	}
-	return newHandshakeListener(l, a.tls.ServerConfig(a.isMember), 5*time.Second, a.log.With("component", "forward-tls"))
+	return pki.NewHandshakeListener(l, a.tls.ServerConfig(a.isMember), 5*time.Second, a.log.With("component", "forward-tls"), "forwarding", nil)
 }
 
 // forwardConnOptions are those of a connection to a leader's forwarding
@@ -195,89 +193,3 @@ func forwardable(method string) bool {
 	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList
 }
 
-// handshakeListener completes each TLS handshake off the accept path (one
-// goroutine each, at most maxPendingHandshakes, each bounded by timeout),
-// so a silent or slow peer cannot hold the listener, and a refused peer is
-// logged and never reaches the server.
-type handshakeListener struct {
-	net.Listener
-	cfg      *tls.Config
-	timeout  time.Duration
-	log      *slog.Logger
-	accepted chan net.Conn
-	pending  chan struct{}
-	closed   chan struct{}
-	once     sync.Once
-	err      error
-}
-
-const maxPendingHandshakes = 64
-
-func newHandshakeListener(l net.Listener, cfg *tls.Config, timeout time.Duration, log *slog.Logger) *handshakeListener {
-	h := &handshakeListener{Listener: l, cfg: cfg, timeout: timeout, log: log, accepted: make(chan net.Conn),
-		pending: make(chan struct{}, maxPendingHandshakes), closed: make(chan struct{})}
-	go h.loop()
-	return h
-}
-
-func (h *handshakeListener) loop() {
-	for {
-		c, err := h.Listener.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			h.closeWith(err)
-			return
-		}
-		select {
-		case h.pending <- struct{}{}:
-		default:
-			h.log.Warn("too many TLS handshakes in progress; dropping a connection", "remote", c.RemoteAddr())
-			c.Close()
-			continue
-		}
-		go func() {
-			defer func() { <-h.pending }()
-			tc := tls.Server(c, h.cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-			err := tc.HandshakeContext(ctx)
-			cancel()
-			if err != nil {
-				h.log.Warn("forwarding connection refused", "remote", c.RemoteAddr(), "err", err)
-				tc.Close()
-				return
-			}
-			select {
-			case h.accepted <- tc:
-			case <-h.closed:
-				tc.Close()
-			}
-		}()
-	}
-}
-
-func (h *handshakeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-h.accepted:
-		return c, nil
-	case <-h.closed:
-		if h.err != nil && !errors.Is(h.err, net.ErrClosed) {
-			return nil, h.err
-		}
-		return nil, net.ErrClosed
-	}
-}
-
-func (h *handshakeListener) Close() error { return h.closeWith(nil) }
-
-func (h *handshakeListener) closeWith(cause error) error {
-	var err error
-	h.once.Do(func() {
-		h.err = cause
-		close(h.closed)
-		err = h.Listener.Close()
-	})
-	return err
-}
