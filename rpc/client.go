@@ -77,9 +77,9 @@ const (
 // Retry policy: a connection error (*ConnError: dial failed, connection
 // lost) moves on (the current connection to the next endpoint, a leader
 // connection back to learning who leads), and the call is retried if it was
-// not sent or if the caller marked it idempotent (CallIdempotent). A
-// CodeUnavailable answer (no leader yet) is retried after its
-// retry_after_ms, for idempotent calls only. Other protocol errors (-32001
+// not sent or if the caller marked it safe to send again (CallIdempotent,
+// CallResendable). A CodeUnavailable answer (no leader yet) is retried
+// after its retry_after_ms, for CallIdempotent calls only. Other protocol errors (-32001
 // not_found, ...) are returned at once.
 type Client struct {
 	endpoints []string
@@ -205,17 +205,34 @@ func (c *Client) shut(forget bool) []*Conn {
 // Call calls method once; it is retried only if the request was certainly
 // not sent. Errors are as for Conn.Call.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	return c.call(ctx, method, params, result, false)
+	return c.call(ctx, method, params, result, retryUnsent)
 }
 
 // CallIdempotent calls a method that is safe to repeat (a read, or a write
 // made idempotent by a client-chosen id), retrying it across connection
 // losses and CodeUnavailable answers.
 func (c *Client) CallIdempotent(ctx context.Context, method string, params, result any) error {
-	return c.call(ctx, method, params, result, true)
+	return c.call(ctx, method, params, result, retryAll)
 }
 
-func (c *Client) call(ctx context.Context, method string, params, result any, idempotent bool) error {
+// CallResendable calls a method that is safe to send again after a lost
+// answer (a claim with its request id) but whose -32004 answer is its
+// caller's to handle (a long poll that found no leader in time): it is
+// retried across connection losses only.
+func (c *Client) CallResendable(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, method, params, result, retryLost)
+}
+
+// retryPolicy says which failures call retries.
+type retryPolicy uint8
+
+const (
+	retryUnsent retryPolicy = iota // only a request certainly not sent
+	retryLost                      // also one sent on a connection that was lost
+	retryAll                       // also a CodeUnavailable answer
+)
+
+func (c *Client) call(ctx context.Context, method string, params, result any, policy retryPolicy) error {
 	class := classify(method, params)
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -245,7 +262,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, id
 		switch {
 		case errors.As(err, &ce):
 			c.drop(conn)
-			if !idempotent && !ce.NotSent {
+			if policy == retryUnsent && !ce.NotSent {
 				return err
 			}
 			c.log.Debug("rpc: connection error; failing over", "method", method, "err", err, "next", c.Endpoint())
@@ -253,7 +270,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, id
 			if link != nil {
 				c.suspect(link) // is it still the leader? asked before its next use
 			}
-			if !idempotent {
+			if policy != retryAll {
 				return err
 			}
 			c.log.Debug("rpc: unavailable; retrying", "method", method, "err", err)

@@ -273,6 +273,11 @@ func TestClientRetriesUnavailableOnlyWhenIdempotent(t *testing.T) {
 	if err := cl.Call(ctx, "flaky", nil, nil); !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("non-idempotent: %v", err)
 	}
+	// Resendable (a claim): sent again after a lost answer, but its
+	// -32004 is the caller's.
+	if err := cl.CallResendable(ctx, "flaky", nil, nil); !errors.Is(err, domain.ErrUnavailable) || calls != 2 {
+		t.Fatalf("resendable: %v after %d calls", err, calls)
+	}
 	var res string
 	if err := cl.CallIdempotent(ctx, "flaky", nil, &res); err != nil || res != "ok" || calls != 3 {
 		t.Fatalf("idempotent: %v %q after %d calls", err, res, calls)

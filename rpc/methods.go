@@ -94,15 +94,17 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 	return call[Task](ctx, c.CallIdempotent, MethodTaskGet, TaskIDParams{ID: id})
 }
 
-// Claim long-polls for tasks. It is retried like any idempotent call: the
-// claim carries a request id (picked here unless set), and a re-sent claim
-// gets the tasks the first delivery leased, not more.
+// Claim long-polls for tasks. A claim whose answer was lost with its
+// connection is sent again (on the new leader after a failover): it carries
+// a request id (picked here unless set), and a re-sent claim gets the tasks
+// the first delivery leased, not more. A -32004 answer (no leader within
+// the wait) is returned: the caller's loop backs off and claims again.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 	if p.RequestID == "" {
 		p.RequestID = NewRequestID()
 	}
 	var out ClaimResult
-	return out.Tasks, c.CallIdempotent(ctx, MethodTaskClaim, p, &out)
+	return out.Tasks, c.CallResendable(ctx, MethodTaskClaim, p, &out)
 }
 
 // Heartbeat extends a lease; Accepted false means the lease is lost.
