@@ -145,6 +145,7 @@ func (a *applier) applyHeartbeat(c *Heartbeat) any {
 	if !current(t, c.Token) {
 		return &AckResult{}
 	}
+	t.ack(a.now) // the worker has the claim: from now on an expiry counts
 	a.extendLease(t)
 	return &AckResult{Accepted: true, LeaseExpiresAt: t.LeaseExpiresAt}
 }
@@ -163,6 +164,7 @@ func (a *applier) applyComplete(c *Complete) any {
 	if !current(t, c.Token) {
 		return &AckResult{Accepted: lastAttempt(t, c.Token, OutcomeSucceeded)}
 	}
+	t.ack(a.now)
 	if t.State == domain.TaskReverting {
 		if len(c.Spawn) > 0 {
 			return fmt.Errorf("%w: a compensation cannot spawn tasks", ErrInvalidArgument)
@@ -282,6 +284,7 @@ func (a *applier) applyFail(c *Fail) any {
 	if !current(t, c.Token) {
 		return &AckResult{Accepted: lastAttempt(t, c.Token, OutcomeFailed)}
 	}
+	t.ack(a.now)
 	retryable := c.Retryable == nil || *c.Retryable
 	a.endLease(t, OutcomeFailed, c.Error)
 	a.failAttempt(r, t, c.Error, retryable)
@@ -338,16 +341,66 @@ func (a *applier) applyReap(c *Reap) any {
 		r := a.loadRun(t.RunID)
 		worker := t.LeaseOwner
 		a.getCounters().LeaseExpiries++
-		a.endLease(t, OutcomeLeaseExpired, "lease expired: worker "+worker+" stopped heartbeating")
-		if t.State == domain.TaskRunning && canRetry(r, t) {
-			a.breakerFailure(t.Type)
-			a.stepTask(r, t, domain.EdgeReapLease, func(e *Event) { e.Worker = worker })
-			a.makeReady(r, t)
+		acked := t.acked()
+		if !acked && freeExpiry(r, t) {
+			a.getCounters().LeaseUnacked++
+			a.returnUnacked(r, t, worker)
 			continue
 		}
-		a.failAttempt(r, t, "lease expired on attempt "+itoa(t.Attempt)+" (worker "+worker+")", true)
+		n := t.Attempt
+		if t.State == domain.TaskReverting {
+			n = t.Comp.Attempt
+		}
+		why := "worker " + worker + " stopped heartbeating"
+		if !acked {
+			why = "worker " + worker + " never acknowledged the claim (after " + itoa(domain.MaxUnackedExpiries) + " such expiries they count)"
+		}
+		a.endLease(t, OutcomeLeaseExpired, "lease expired: "+why)
+		// Retried like a failed attempt: with the task's backoff.
+		a.failAttempt(r, t, "lease expired on attempt "+itoa(n)+" ("+why+")", true)
 	}
 	return &CountResult{Count: len(due), More: more}
+}
+
+// freeExpiry reports whether an unacknowledged expiry of t's lease may go
+// uncounted: t has free expiries left and its run still wants the attempt
+// (a straggler of a failed run fails as before).
+func freeExpiry(r *Run, t *Task) bool {
+	if t.State == domain.TaskReverting {
+		return t.Comp != nil && t.Comp.Unacked < domain.MaxUnackedExpiries
+	}
+	return t.State == domain.TaskRunning && t.Unacked < domain.MaxUnackedExpiries &&
+		(r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+}
+
+// returnUnacked ends a lease its worker never acknowledged without spending
+// the attempt: the attempt is recorded (outcome lease_unacked), the attempt
+// count goes back, and the task (or its compensation) is ready again at
+// once, at the back of its line, with no backoff and no breaker failure.
+func (a *applier) returnUnacked(r *Run, t *Task, worker string) {
+	if t.State == domain.TaskReverting {
+		t.Comp.Unacked++
+		a.endLease(t, OutcomeLeaseUnacked, "lease expired before worker "+worker+" acknowledged the claim; not counted ("+
+			itoa(t.Comp.Unacked)+" of "+itoa(domain.MaxUnackedExpiries)+" free)")
+		n := t.Comp.Attempt
+		t.Comp.Attempt--
+		t.Comp.Phase = CompReady
+		a.emit(Event{Kind: "compensation", RunID: t.RunID, TaskKey: t.Key, Transition: domain.EdgeReapLease,
+			From: CompRunning, To: CompReady, Attempt: n, Worker: worker, Queue: t.Queue, Type: t.RevertType,
+			Error: OutcomeLeaseUnacked})
+		a.makeReady(r, t)
+		return
+	}
+	t.Unacked++
+	a.endLease(t, OutcomeLeaseUnacked, "lease expired before worker "+worker+" acknowledged the claim; not counted ("+
+		itoa(t.Unacked)+" of "+itoa(domain.MaxUnackedExpiries)+" free)")
+	n := t.Attempt
+	t.Attempt--
+	if t.Attempt == 0 {
+		t.StartedAt = 0 // no attempt has counted: the next claim starts it
+	}
+	a.stepTask(r, t, domain.EdgeReapLease, func(e *Event) { e.Worker, e.Attempt, e.Error = worker, n, OutcomeLeaseUnacked })
+	a.makeReady(r, t)
 }
 
 func (a *applier) applyTick(c *Tick) any {

@@ -58,21 +58,31 @@ func TestDiamondRunsInDependencyOrder(t *testing.T) {
 	}
 }
 
-// The FlowForge stale-worker story: claim, stall past the lease, reap,
-// reclaim, late write rejected, current write accepted.
+// The FlowForge stale-worker story: claim, acknowledge, stall past the
+// lease, reap (an attempt spent, retried after its backoff), reclaim, late
+// write rejected, current write accepted.
 func TestFencingStaleWorker(t *testing.T) {
 	h := newHarness(t)
-	h.submit("r", `{"tasks":[{"key":"x","type":"echo","lease_ms":1000,"retry":{"max_attempts":3}}]}`)
+	h.submit("r", `{"tasks":[{"key":"x","type":"echo","lease_ms":1000,"retry":{"max_attempts":3,"initial_backoff_ms":100}}]}`)
 	first := h.claimOne("w1")
 	t1 := first.FencingToken
+	if !h.ok(&Heartbeat{TaskID: first.TaskID, Token: t1}).(*AckResult).Accepted {
+		t.Fatal("heartbeat rejected")
+	}
 	h.now += 1001
 	if n := h.ok(&Reap{}).(*CountResult).Count; n != 1 {
 		t.Fatalf("reaped %d", n)
 	}
-	if s := h.taskState("r", "x"); s != domain.TaskReady {
+	if s := h.taskState("r", "x"); s != domain.TaskRetrying {
 		t.Fatalf("after reap: %s", s)
 	}
+	h.wantNoClaim("w2") // backing off
+	h.now += 100
+	h.ok(&Tick{})
 	second := h.claimOne("w2")
+	if second.Attempt != 2 {
+		t.Fatalf("second claim is attempt %d, want 2", second.Attempt)
+	}
 	t2 := second.FencingToken
 	if t2 <= t1 {
 		t.Fatalf("token did not increase: %d then %d", t1, t2)

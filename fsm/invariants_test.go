@@ -62,15 +62,19 @@ func TestStorageFailureStopsTheNode(t *testing.T) {
 	}
 }
 
-// Invariant 4: a task cannot loop forever through reaps; lease expiries
-// spend attempts and the last one fails the task.
+// Invariant 4: a task cannot loop forever through reaps; expiries of
+// acknowledged leases spend attempts (retried with backoff) and the last one
+// fails the task.
 func TestReapsExhaustAttempts(t *testing.T) {
 	h := newHarness(t)
-	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":100,"retry":{"max_attempts":2}}]}`)
+	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":100,"retry":{"max_attempts":2,"initial_backoff_ms":10}}]}`)
 	for i := 0; i < 2; i++ {
-		h.claimOne("w")
+		c := h.claimOne("w")
+		h.ok(&Heartbeat{TaskID: c.TaskID, Token: c.FencingToken})
 		h.now += 101
 		h.ok(&Reap{})
+		h.now += 10
+		h.ok(&Tick{})
 	}
 	_, ts := h.run("r")
 	x := ts["x"]

@@ -75,9 +75,12 @@ func (m *model) check(rt *rapid.T) {
 		for i, ft := range tasks {
 			mt := mr.tasks[i]
 			counts[ft.State]++
-			comp, compAttempt := "", 0
+			comp, compAttempt, compUnacked := "", 0, 0
 			if ft.Comp != nil {
-				comp, compAttempt = ft.Comp.Phase, ft.Comp.Attempt
+				comp, compAttempt, compUnacked = ft.Comp.Phase, ft.Comp.Attempt, ft.Comp.Unacked
+			}
+			if ft.Unacked != mt.unacked || compUnacked != mt.compUnacked {
+				rt.Fatalf("task %s: unacked expiries %d/%d, model %d/%d", mt.id(), ft.Unacked, compUnacked, mt.unacked, mt.compUnacked)
 			}
 			if ft.Key != mt.key || ft.State != mt.state || ft.Attempt != mt.attempt || ft.FencingToken != mt.token ||
 				comp != mt.comp || compAttempt != mt.compAttempt || ft.RetryAt != mt.retryAt ||
@@ -107,7 +110,7 @@ func (m *model) check(rt *rapid.T) {
 			}
 			succeeded := map[bool]int{}
 			for j, a := range ft.Attempts {
-				if w := mt.attempts[j]; a.Token != w.token || a.Outcome != w.outcome || a.Compensation != w.comp {
+				if w := mt.attempts[j]; a.Token != w.token || a.Outcome != w.outcome || a.Compensation != w.comp || (a.AckedAt != 0) != w.acked {
 					rt.Fatalf("task %s attempt %d: %+v, model %+v", mt.id(), j, a, w)
 				}
 				if j > 0 && a.Token <= ft.Attempts[j-1].Token {

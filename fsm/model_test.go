@@ -37,6 +37,7 @@ type mAttempt struct {
 	token   uint64
 	outcome string
 	comp    bool
+	acked   bool // the worker acknowledged the claim (heartbeat, complete, fail)
 }
 
 type mTask struct {
@@ -47,6 +48,7 @@ type mTask struct {
 	leaseMS              int64
 	state                domain.TaskState
 	attempt, compAttempt int
+	unacked, compUnacked int // expiries of unacknowledged leases not counted
 	token                uint64 // last claim's token
 	leased               bool
 	leaseExp, retryAt    int64
@@ -95,6 +97,18 @@ func (m *model) all() []*mTask {
 func (m *model) dispatchable(t *mTask) bool {
 	return (t.state == domain.TaskReady && t.run.state == domain.RunRunning) ||
 		(t.state == domain.TaskReverting && t.comp == CompReady && t.run.state == domain.RunReverting)
+}
+
+// ack: a write with the live token acknowledges the claim.
+func (m *model) ack(t *mTask) {
+	if n := len(t.attempts); n > 0 && t.attempts[n-1].outcome == OutcomeRunning {
+		t.attempts[n-1].acked = true
+	}
+}
+
+func (m *model) acked(t *mTask) bool {
+	n := len(t.attempts)
+	return n > 0 && t.attempts[n-1].outcome == OutcomeRunning && t.attempts[n-1].acked
 }
 
 func (m *model) endLease(t *mTask, outcome string) {
@@ -169,7 +183,7 @@ func (m *model) startRevert(r *mRun) {
 			m.endLease(t, OutcomeRevoked)
 			fallthrough
 		case domain.TaskSucceeded, domain.TaskFailed:
-			t.state, t.comp, t.compAttempt = domain.TaskReverting, CompWaiting, 0
+			t.state, t.comp, t.compAttempt, t.compUnacked = domain.TaskReverting, CompWaiting, 0, 0
 		}
 	}
 	m.advanceRevert(r)
@@ -356,9 +370,10 @@ func (m *model) complete(rt *rapid.T) {
 	if !m.h.ok(&Complete{TaskID: t.id(), Token: t.token, Result: result}).(*AckResult).Accepted {
 		rt.Fatalf("completion of %s with its live token rejected", t.id())
 	}
+	m.ack(t)
 	m.endLease(t, OutcomeSucceeded)
 	if t.state == domain.TaskReverting {
-		t.state, t.comp, t.compAttempt = domain.TaskReverted, "", 0
+		t.state, t.comp, t.compAttempt, t.compUnacked = domain.TaskReverted, "", 0, 0
 		m.advanceRevert(t.run)
 	} else {
 		t.state, t.result = domain.TaskSucceeded, result
@@ -375,6 +390,7 @@ func (m *model) fail(rt *rapid.T) {
 	if !m.h.ok(&Fail{TaskID: t.id(), Token: t.token, Error: "boom", Retryable: &retryable}).(*AckResult).Accepted {
 		rt.Fatalf("failure of %s with its live token rejected", t.id())
 	}
+	m.ack(t)
 	m.endLease(t, OutcomeFailed)
 	m.failAttempt(t, retryable)
 }
@@ -383,6 +399,7 @@ func (m *model) heartbeat(rt *rapid.T) {
 	t := m.pickLeased(rt)
 	ack := m.h.ok(&Heartbeat{TaskID: t.id(), Token: t.token}).(*AckResult)
 	t.leaseExp = m.now() + t.leaseMS
+	m.ack(t)
 	if !ack.Accepted || ack.LeaseExpiresAt != t.leaseExp {
 		rt.Fatalf("heartbeat of %s: %+v, want expiry %d", t.id(), ack, t.leaseExp)
 	}
@@ -452,11 +469,26 @@ func (m *model) reap(rt *rapid.T) {
 		if !t.leased { // revoked by a revert earlier in this entry
 			continue
 		}
-		m.endLease(t, OutcomeLeaseExpired)
-		if t.state == domain.TaskRunning && m.canRetry(t) {
-			t.state = domain.TaskReady
-			continue
+		// Never acknowledged: not counted, ready again at once (bounded).
+		if !m.acked(t) {
+			if t.state == domain.TaskReverting && t.compUnacked < domain.MaxUnackedExpiries {
+				m.endLease(t, OutcomeLeaseUnacked)
+				t.compUnacked++
+				t.compAttempt--
+				t.comp = CompReady
+				continue
+			}
+			if r := t.run.state; t.state == domain.TaskRunning && t.unacked < domain.MaxUnackedExpiries &&
+				(r == domain.RunRunning || r == domain.RunInterrupted) {
+				m.endLease(t, OutcomeLeaseUnacked)
+				t.unacked++
+				t.attempt--
+				t.state = domain.TaskReady
+				continue
+			}
 		}
+		// Otherwise an attempt spent, retried with backoff like a failure.
+		m.endLease(t, OutcomeLeaseExpired)
 		m.failAttempt(t, true)
 	}
 }

@@ -80,7 +80,11 @@ type Task struct {
 	Reused         bool            `json:"reused,omitempty"`
 	Indexed        bool            `json:"indexed,omitempty"` // in the ready index
 	Attempts       []Attempt       `json:"attempts,omitempty"`
-	Comp           *Compensation   `json:"compensation,omitempty"`
+	// Unacked counts the forward leases that expired before their worker
+	// acknowledged the claim and were not counted as attempts (at most
+	// domain.MaxUnackedExpiries; later ones count).
+	Unacked int           `json:"unacked,omitempty"`
+	Comp    *Compensation `json:"compensation,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
@@ -101,6 +105,11 @@ const (
 	OutcomeSucceeded    = "succeeded"
 	OutcomeFailed       = "failed"
 	OutcomeLeaseExpired = "lease_expired"
+	// OutcomeLeaseUnacked: the lease expired before the worker acknowledged
+	// the claim (no heartbeat, complete or fail with its token). The attempt
+	// is not counted: the task went back to ready at once and its next
+	// claim carries the same attempt number.
+	OutcomeLeaseUnacked = "lease_unacked"
 	OutcomeCancelled    = "cancelled" // lease revoked by cancel
 	OutcomeRevoked      = "revoked"   // lease revoked by revert
 )
@@ -108,14 +117,31 @@ const (
 // Attempt is one claim of a task by a worker: a forward attempt or, with
 // Compensation set, a run of its revert handler.
 type Attempt struct {
-	N            int    `json:"n"`
-	Worker       string `json:"worker"`
-	Token        uint64 `json:"token"`
-	ClaimedAt    int64  `json:"claimed_at"`
-	EndedAt      int64  `json:"ended_at,omitempty"`
+	N         int    `json:"n"`
+	Worker    string `json:"worker"`
+	Token     uint64 `json:"token"`
+	ClaimedAt int64  `json:"claimed_at"`
+	EndedAt   int64  `json:"ended_at,omitempty"`
+	// AckedAt is when the worker first acknowledged the claim: its first
+	// accepted heartbeat, or the complete/fail that ended the attempt.
+	// 0 while unacknowledged.
+	AckedAt      int64  `json:"acked_at,omitempty"`
 	Outcome      string `json:"outcome"`
 	Error        string `json:"error,omitempty"`
 	Compensation bool   `json:"compensation,omitempty"`
+}
+
+// acked reports whether the worker acknowledged t's live lease.
+func (t *Task) acked() bool {
+	n := len(t.Attempts)
+	return n > 0 && t.Attempts[n-1].Outcome == OutcomeRunning && t.Attempts[n-1].AckedAt != 0
+}
+
+// ack marks t's live lease as acknowledged by its worker at now.
+func (t *Task) ack(now int64) {
+	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Outcome == OutcomeRunning && t.Attempts[n-1].AckedAt == 0 {
+		t.Attempts[n-1].AckedAt = max(now, 1)
+	}
 }
 
 // Compensation phases of a reverting task.
@@ -132,6 +158,9 @@ type Compensation struct {
 	Attempt int    `json:"attempt"`
 	RetryAt int64  `json:"retry_at,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Unacked counts compensation leases that expired unacknowledged and
+	// were not counted (see Task.Unacked).
+	Unacked int `json:"unacked,omitempty"`
 }
 
 // QueueState is the replicated configuration and live counts of a queue.
@@ -245,7 +274,10 @@ type Counters struct {
 	TrimmedThrough uint64 `json:"trimmed_through,omitempty"`
 	NextAdmit      uint64 `json:"next_admit"`
 	LeaseExpiries  uint64 `json:"lease_expiries"`
-	TasksDone      uint64 `json:"tasks_done"`
+	// LeaseUnacked counts the expiries (included in LeaseExpiries) that
+	// were not counted as attempts: the worker never acknowledged.
+	LeaseUnacked uint64 `json:"lease_unacked,omitempty"`
+	TasksDone    uint64 `json:"tasks_done"`
 }
 
 // Event is one applied transition. Events are ordered by (Index, Seq).

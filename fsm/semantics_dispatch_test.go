@@ -108,8 +108,9 @@ func TestQueueConcurrencyCapNeverExceeded(t *testing.T) {
 		if len(live) > 0 && rng.IntN(2) == 0 {
 			i := rng.IntN(len(live))
 			if rng.IntN(5) == 0 {
-				h.now += 30_001 // lease expires: reaped back to ready
+				h.now += 30_001 // leases expire: reaped, retried after their backoff
 				h.ok(&Reap{})
+				h.ok(&Tick{})
 			} else if !h.complete(live[i], "1") {
 				t.Fatalf("complete %s rejected", live[i].TaskID)
 			} else {
@@ -122,12 +123,18 @@ func TestQueueConcurrencyCapNeverExceeded(t *testing.T) {
 			for j := range ws {
 				ws[j] = Waiter{WorkerID: fmt.Sprintf("w%d", j), Max: 1 + rng.IntN(3)}
 			}
+			got := 0
 			for _, a := range h.ok(&Claim{Waiters: ws}).(*ClaimResult).Assigned {
 				for _, c := range a {
+					got++
 					if c.Queue == "q" {
 						live = append(live, c)
 					}
 				}
+			}
+			if got == 0 { // everything left is backing off after a reap
+				h.now += domain.DefaultMaxBackoffMS
+				h.ok(&Tick{})
 			}
 		}
 		check()
@@ -279,7 +286,7 @@ func TestBreakerOpensHalfOpensAndCloses(t *testing.T) {
 	h := newSem(t)
 	h.ok(&SettingsSet{BreakerFailures: ptr(3), BreakerCooldownMS: ptr(int64(10_000))})
 	for i := 0; i < 12; i++ {
-		h.submit(fmt.Sprintf("f%02d", i), `{"tasks":[{"key":"x","type":"flaky"}]}`)
+		h.submit(fmt.Sprintf("f%02d", i), `{"tasks":[{"key":"x","type":"flaky","retry":{"max_attempts":1}}]}`)
 	}
 	h.submit("ok", `{"tasks":[{"key":"y","type":"fine"}]}`)
 	evFrom := h.index + 1

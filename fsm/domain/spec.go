@@ -41,14 +41,29 @@ const (
 )
 
 // Defaults applied by Normalize.
+//
+// The default retry policy is what users of Temporal and Asynq expect:
+// several attempts with exponential backoff. 10 attempts, the first retry
+// after 0.5-1 s, doubling, capped at 30-60 s: a task that keeps failing
+// gives up after 2-4 minutes (9 backoffs), which rides out a short outage
+// of what it calls. Set max_attempts: 1 for a task that must not be retried.
 const (
 	DefaultQueue            = "default"
-	DefaultMaxAttempts      = 1
+	DefaultMaxAttempts      = 10
 	DefaultLeaseMS          = 30_000
 	DefaultInitialBackoffMS = 1_000
 	DefaultMaxBackoffMS     = 60_000
 	DefaultMultiplier       = 2.0
 )
+
+// MaxUnackedExpiries bounds the lease expiries a task may have for free:
+// a lease that expires before its worker acknowledged the claim (a heartbeat,
+// complete or fail with its token) does not spend an attempt, because the
+// claim reply may have been lost in a fault. After this many such expiries
+// of one task (forward attempts and compensations counted apart), further
+// unacknowledged expiries count like any other, so a task no worker can
+// ever acknowledge (say, a claim reply too large to deliver) still ends.
+const MaxUnackedExpiries = 3
 
 // Limits bound what one run may hold. They are enforced by validation before
 // proposing and again inside the state machine.

@@ -232,7 +232,7 @@ func TestParseSpecValidAndNormalize(t *testing.T) {
 	n := spec.Normalize()
 	a, b := n.Tasks[0], n.Tasks[1]
 	if n.OnFailure != OnFailureFail || a.Queue != "default" || a.LeaseMS != 30000 || a.Retry == nil ||
-		a.Retry.MaxAttempts != 1 || a.Retry.InitialBackoffMS != DefaultInitialBackoffMS ||
+		a.Retry.MaxAttempts != DefaultMaxAttempts || DefaultMaxAttempts != 10 || a.Retry.InitialBackoffMS != DefaultInitialBackoffMS ||
 		a.Retry.MaxBackoffMS != DefaultMaxBackoffMS || a.Retry.Multiplier != DefaultMultiplier || a.Deps != nil {
 		t.Errorf("defaults not filled: %+v retry %+v", a, a.Retry)
 	}

@@ -1,0 +1,261 @@
+package fsm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// Attempts that reflect work: a lease its worker never acknowledged (no
+// heartbeat, complete or fail with its token) expires without spending an
+// attempt, a bounded number of times; an acknowledged lease that expires is
+// a spent attempt retried with the task's backoff, like a failure.
+
+func (h *harness) reap() int {
+	h.t.Helper()
+	return h.ok(&Reap{}).(*CountResult).Count
+}
+
+func TestUnackedExpiryDoesNotSpendAnAttempt(t *testing.T) {
+	h := newSem(t)
+	h.ok(&SettingsSet{BreakerFailures: ptr(1)}) // one counted failure would open it
+	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":1000,"retry":{"max_attempts":1}}]}`)
+	lost := h.claimOne("w1") // its reply was lost: w1 never heard of it
+	if lost.Attempt != 1 {
+		t.Fatalf("first claim is attempt %d", lost.Attempt)
+	}
+	h.now += 1000
+	if n := h.reap(); n != 1 {
+		t.Fatalf("reaped %d", n)
+	}
+	x := h.task("r", "x")
+	if x.State != domain.TaskReady || x.Attempt != 0 || x.Unacked != 1 || x.StartedAt != 0 || x.RetryAt != 0 || !x.Indexed {
+		t.Fatalf("after an unacknowledged expiry: %+v", x)
+	}
+	if a := x.Attempts; len(a) != 1 || a[0].Outcome != OutcomeLeaseUnacked || a[0].N != 1 || a[0].AckedAt != 0 ||
+		a[0].Worker != "w1" || !strings.Contains(a[0].Error, "acknowledged") {
+		t.Fatalf("attempts %+v", a)
+	}
+	if b := breakerOf(t, h.f, "t"); b.State != BreakerClosed || b.Failures != 0 {
+		t.Fatalf("an unacknowledged expiry counted as a breaker failure: %+v", b)
+	}
+	if c, _ := h.f.Counters(); c.LeaseExpiries != 1 || c.LeaseUnacked != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+	evs := runEvents(h, "r")
+	last := evs[len(evs)-1]
+	if last.Transition != domain.EdgeReapLease || last.From != "running" || last.To != "ready" ||
+		last.Attempt != 1 || last.Worker != "w1" || last.Error != OutcomeLeaseUnacked {
+		t.Fatalf("reap event %+v", last)
+	}
+
+	// Ready at once (no backoff); the next claim is attempt 1 again, and
+	// its completion (without any heartbeat) acknowledges it.
+	again := h.claimOne("w2")
+	if again.Attempt != 1 || again.FencingToken <= lost.FencingToken {
+		t.Fatalf("reclaim %+v", again)
+	}
+	if h.complete(lost, `"late"`) {
+		t.Fatal("the lost lease's token was accepted")
+	}
+	h.now += 5
+	if !h.complete(again, `"ok"`) {
+		t.Fatal("completion rejected")
+	}
+	h.wantRun("r", domain.RunSucceeded)
+	x = h.task("r", "x")
+	if x.Attempt != 1 || len(x.Attempts) != 2 || x.Attempts[1].Outcome != OutcomeSucceeded || x.Attempts[1].N != 1 ||
+		x.Attempts[1].AckedAt != h.now || x.StartedAt == 0 {
+		t.Fatalf("after success: %+v", x)
+	}
+}
+
+func TestHeartbeatAcknowledgesAndExpiryThenCountsWithBackoff(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":1000,"retry":{"max_attempts":3,"initial_backoff_ms":400}}]}`)
+	c := h.claimOne("w1")
+	h.now += 10
+	if !h.heartbeat(c) {
+		t.Fatal("heartbeat rejected")
+	}
+	acked := h.now
+	h.now += 10
+	h.heartbeat(c) // a second heartbeat keeps the first ack time
+	if at := h.task("r", "x").Attempts[0].AckedAt; at != acked {
+		t.Fatalf("acked_at %d, want %d", at, acked)
+	}
+	h.now += 1000
+	h.reap()
+	x := h.task("r", "x")
+	want := h.now + domain.Backoff(x.Retry, x.ID(), 1)
+	if x.State != domain.TaskRetrying || x.Attempt != 1 || x.RetryAt != want || x.Unacked != 0 ||
+		x.Attempts[0].Outcome != OutcomeLeaseExpired || !strings.Contains(x.Error, "lease expired on attempt 1") {
+		t.Fatalf("after an acknowledged expiry: %+v (retry at %d, want %d)", x, x.RetryAt, want)
+	}
+	evs := runEvents(h, "r")
+	if n := len(evs); evs[n-2].Transition != domain.EdgeFail || evs[n-1].Transition != domain.EdgeScheduleRetry {
+		t.Fatalf("events %+v", evs[n-2:])
+	}
+	if b := breakerOf(t, h.f, "t"); b.Failures != 1 {
+		t.Fatalf("breaker %+v: a spent attempt is a breaker failure", b)
+	}
+	h.now = want - 1
+	h.ok(&Tick{})
+	h.wantNoClaim("w2") // still backing off
+	h.now = want
+	h.ok(&Tick{})
+	if c2 := h.claimOne("w2"); c2.Attempt != 2 {
+		t.Fatalf("retry is attempt %d", c2.Attempt)
+	}
+}
+
+// A write with a token that is not the live lease acknowledges nothing.
+func TestStaleWritesDoNotAcknowledge(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":1000,"retry":{"max_attempts":1}}]}`)
+	c := h.claimOne("w1")
+	if h.ok(&Heartbeat{TaskID: c.TaskID, Token: c.FencingToken + 1}).(*AckResult).Accepted {
+		t.Fatal("wrong token accepted")
+	}
+	h.now += 1000
+	h.reap()
+	if x := h.task("r", "x"); x.State != domain.TaskReady || x.Attempts[0].Outcome != OutcomeLeaseUnacked {
+		t.Fatalf("%+v", x)
+	}
+}
+
+// A re-sent claim (same request id) answers the same lease; it is the
+// worker's heartbeat, not the re-send, that acknowledges it.
+func TestResentClaimDoesNotAcknowledge(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":1000,"retry":{"max_attempts":1}}]}`)
+	claim := &Claim{Waiters: []Waiter{{WorkerID: "w", Max: 1, RequestID: "q1"}}}
+	first := h.ok(claim).(*ClaimResult).Assigned[0]
+	again := h.ok(claim).(*ClaimResult).Assigned[0]
+	if len(first) != 1 || len(again) != 1 || again[0].FencingToken != first[0].FencingToken {
+		t.Fatalf("re-sent claim %+v, first %+v", again, first)
+	}
+	h.now += 1000
+	h.reap()
+	if x := h.task("r", "x"); x.State != domain.TaskReady || x.Attempt != 0 {
+		t.Fatalf("%+v", x)
+	}
+	// The request's lease is gone: the wc/ index holds nothing for it.
+	if n := len(h.ok(claim).(*ClaimResult).Assigned[0]); n != 1 {
+		t.Fatalf("a re-send after the expiry leased %d", n)
+	}
+}
+
+// A task no worker ever acknowledges still ends: after MaxUnackedExpiries
+// free expiries, the next ones count like any expiry.
+func TestUnackedExpiriesAreBounded(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"tasks":[{"key":"x","type":"t","lease_ms":100,"retry":{"max_attempts":2,"initial_backoff_ms":50}}]}`)
+	var outcomes []string
+	for i := 0; i < 10 && h.taskState("r", "x") != domain.TaskFailed; i++ {
+		h.now += 50
+		h.ok(&Tick{})
+		c := h.claimOne("w")
+		wantN := 1
+		if i > domain.MaxUnackedExpiries {
+			wantN = 2
+		}
+		if c.Attempt != wantN {
+			t.Fatalf("claim %d is attempt %d, want %d", i, c.Attempt, wantN)
+		}
+		h.now += 100
+		h.reap()
+		x := h.task("r", "x")
+		outcomes = append(outcomes, x.Attempts[len(x.Attempts)-1].Outcome)
+	}
+	want := []string{OutcomeLeaseUnacked, OutcomeLeaseUnacked, OutcomeLeaseUnacked, OutcomeLeaseExpired, OutcomeLeaseExpired}
+	if strings.Join(outcomes, ",") != strings.Join(want, ",") {
+		t.Fatalf("outcomes %v, want %v", outcomes, want)
+	}
+	x := h.task("r", "x")
+	if x.State != domain.TaskFailed || x.Unacked != domain.MaxUnackedExpiries || x.Attempt != 2 ||
+		!strings.Contains(x.Error, "never acknowledged") {
+		t.Fatalf("%+v", x)
+	}
+	h.wantRun("r", domain.RunFailed)
+}
+
+// A straggler of a failed run whose lease expires unacknowledged fails as
+// before: its run does not want it back.
+func TestUnackedExpiryOfAFailedRunsStraggler(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"tasks":[{"key":"a","type":"t","lease_ms":1000,"retry":{"max_attempts":1}},{"key":"b","type":"t","lease_ms":1000}]}`)
+	cs := h.claim("w", 2)
+	h.fail(cs[0], "boom", false)
+	h.wantRun("r", domain.RunFailed)
+	h.now += 1000
+	h.reap()
+	if x := h.task("r", cs[1].TaskKey); x.State != domain.TaskFailed || x.Attempts[0].Outcome != OutcomeLeaseExpired {
+		t.Fatalf("%+v", x)
+	}
+}
+
+func TestUnackedCompensationExpiryDoesNotSpendAnAttempt(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"on_failure":"revert","tasks":[
+	 {"key":"a","type":"t","revert_type":"undo","lease_ms":1000,"retry":{"max_attempts":1}},
+	 {"key":"b","type":"t","deps":["a"],"retry":{"max_attempts":1}}]}`)
+	h.complete(h.claimOne("w"), `"ra"`)
+	h.fail(h.claimOne("w"), "boom", false)
+	h.wantRun("r", domain.RunReverting)
+	lost := h.claimOne("comp")
+	if !lost.Compensation || lost.Attempt != 1 {
+		t.Fatalf("compensation claim %+v", lost)
+	}
+	h.now += 1000
+	h.reap()
+	a := h.task("r", "a")
+	if a.State != domain.TaskReverting || a.Comp.Phase != CompReady || a.Comp.Attempt != 0 || a.Comp.Unacked != 1 ||
+		a.Attempts[len(a.Attempts)-1].Outcome != OutcomeLeaseUnacked {
+		t.Fatalf("after an unacknowledged compensation expiry: %+v comp %+v", a, a.Comp)
+	}
+	if !hasTransition(runEvents(h, "r"), "compensation", "a", domain.EdgeReapLease) {
+		t.Fatal("no compensation reap_lease event")
+	}
+	again := h.claimOne("comp")
+	if again.Attempt != 1 || !again.Compensation {
+		t.Fatalf("compensation reclaim %+v", again)
+	}
+	h.complete(again, "")
+	h.wantRun("r", domain.RunReverted)
+}
+
+// The default retry policy: 10 attempts, exponential backoff from 1 s,
+// doubling, capped at 60 s.
+func TestDefaultRetryPolicyRetriesWithBackoff(t *testing.T) {
+	h := newSem(t)
+	h.ok(&SettingsSet{BreakerFailures: ptr(-1)}) // ten failures in a row would open it
+	h.submit("r", `{"tasks":[{"key":"x","type":"t"}]}`)
+	x := h.task("r", "x")
+	if x.Retry != (domain.RetryPolicy{MaxAttempts: 10, InitialBackoffMS: 1000, MaxBackoffMS: 60_000, Multiplier: 2}) {
+		t.Fatalf("default policy %+v", x.Retry)
+	}
+	for n := 1; n <= 10; n++ {
+		c := h.claimOne("w")
+		if c.Attempt != n {
+			t.Fatalf("claim is attempt %d, want %d", c.Attempt, n)
+		}
+		h.fail(c, "boom", true)
+		x = h.task("r", "x")
+		if n == 10 {
+			break
+		}
+		d := x.RetryAt - h.now
+		base := min(int64(1000)<<(n-1), 60_000)
+		if x.State != domain.TaskRetrying || d < base/2 || d > base {
+			t.Fatalf("after attempt %d: %s, retry in %d ms (want [%d, %d])", n, x.State, d, base/2, base)
+		}
+		h.now = x.RetryAt
+		h.ok(&Tick{})
+	}
+	if x.State != domain.TaskFailed {
+		t.Fatalf("after 10 failed attempts: %s", x.State)
+	}
+	h.wantRun("r", domain.RunFailed)
+}
