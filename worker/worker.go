@@ -125,6 +125,14 @@ type Options struct {
 	DrainTimeout time.Duration
 	// MaxBackoff caps reconnect backoff (default 30s).
 	MaxBackoff time.Duration
+	// AckAfter is when a running task's first heartbeat goes out after its
+	// claim (default 1s, never later than the lease's heartbeat interval;
+	// negative: at once). That heartbeat acknowledges the claim: a lease
+	// that expires unacknowledged does not spend an attempt (its claim
+	// reply may have been lost), one that was acknowledged does. A handler
+	// that finishes first acknowledges with its completion or failure, so
+	// short tasks cost no heartbeat at all.
+	AckAfter time.Duration
 	// AnyType makes a catch-all worker: it claims tasks of every type in
 	// its queues, and fails (non-retryably) those it has no handler for.
 	// By default a worker claims only the types it registered.
@@ -532,17 +540,26 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// heartbeat extends the lease every lease/3 until ctx ends; onLost is
-// called once if the cluster says the lease is gone.
+// DefaultAckAfter is Options.AckAfter's default.
+const DefaultAckAfter = time.Second
+
+// heartbeat acknowledges the claim after AckAfter (at most lease/3), then
+// extends the lease every lease/3 until ctx ends; onLost is called once if
+// the cluster says the lease is gone.
 func (w *Worker) heartbeat(ctx context.Context, t *Task, leaseMS int64, onLost func()) {
 	every := time.Duration(max(leaseMS, 300)) * time.Millisecond / 3
-	tick := time.NewTicker(every)
+	first := min(w.opts.AckAfter, every)
+	if w.opts.AckAfter == 0 {
+		first = min(DefaultAckAfter, every)
+	}
+	tick := time.NewTimer(max(first, 0))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			tick.Reset(every)
 		}
 		hctx, cancel := context.WithTimeout(ctx, every)
 		ack, err := w.c.Heartbeat(hctx, t.ID, t.FencingToken)

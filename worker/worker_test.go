@@ -150,7 +150,7 @@ func TestPermanentErrorAndPanic(t *testing.T) {
 	if r := e.wait(id); r.State != domain.RunFailed || e.task(id+"/p").Attempt != 1 {
 		t.Fatalf("permanent error retried: %s attempt %d", r.State, e.task(id+"/p").Attempt)
 	}
-	id = e.submit(`{"tasks":[{"key":"x","type":"boom"}]}`)
+	id = e.submit(`{"tasks":[{"key":"x","type":"boom","retry":{"max_attempts":1}}]}`)
 	e.wait(id)
 	if tk := e.task(id + "/x"); !strings.Contains(tk.Error, "handler panic: kaboom") {
 		t.Fatalf("panic error %q", tk.Error)
