@@ -39,10 +39,10 @@ type Agent struct {
 	metrics *metrics
 	tls     *pki.Store // nil: plaintext between nodes (tls.go)
 
-	mu        sync.Mutex
-	listeners []net.Listener
-	subs      map[string]context.CancelFunc
-	subSeq    uint64
+	mu          sync.Mutex
+	listeners   []net.Listener
+	subs        map[subKey]context.CancelFunc
+	subsPerConn map[any]int
 }
 
 type forwardedKey struct{}
@@ -120,7 +120,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a.rate = newRateMeter(a.node.FSM())
 	methods := a.methods()
-	opts := rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "rpc")}
+	opts, err := a.clientOptions()
+	if err != nil {
+		return nil, err
+	}
 	a.srv = rpc.NewServer(a.metrics.instrument(methods), opts)
 	// The forwarding port serves only what followers forward (tls.go).
 	fwdMethods := make(map[string]rpc.Handler, len(methods))
@@ -133,14 +136,14 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 	}
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
-	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward")})
+	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
 	ok = true
 	return a, nil
 }
 
 func newAgent(cfg Config, log *slog.Logger) *Agent {
-	return &Agent{cfg: cfg, log: log, subs: map[string]context.CancelFunc{}, workers: newWorkerRegistry()}
+	return &Agent{cfg: cfg, log: log, subs: map[subKey]context.CancelFunc{}, subsPerConn: map[any]int{}, workers: newWorkerRegistry()}
 }
 
 // wire sets up what the handlers use around p and s: in New the node and

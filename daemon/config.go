@@ -40,12 +40,38 @@ type Config struct {
 	TLSKey  string `json:"tls_key,omitempty"`
 	// InsecurePlaintext allows plaintext node traffic on addresses that are
 	// not loopback (CheckTransportSecurity).
-	InsecurePlaintext bool          `json:"insecure_plaintext,omitempty"`
-	MaxLine           int           `json:"max_line,omitempty"`
-	LogLevel          string        `json:"log_level,omitempty"`
-	LogFormat         string        `json:"log_format,omitempty"`
-	HeartbeatTimeout  time.Duration `json:"raft_heartbeat_timeout,omitempty"`
-	ElectionTimeout   time.Duration `json:"raft_election_timeout,omitempty"`
+	InsecurePlaintext bool `json:"insecure_plaintext,omitempty"`
+	// Allow* are the Unix socket's per-role allow-lists (roles.go): uids
+	// or user names, gids or group names, comma-separated. uid 0 and the
+	// agent's uid are always admin; AllowAdminGIDs defaults to the agent's
+	// group.
+	AllowAdminUIDs  string `json:"allow_admin_uids,omitempty"`
+	AllowAdminGIDs  string `json:"allow_admin_gids,omitempty"`
+	AllowWorkerUIDs string `json:"allow_worker_uids,omitempty"`
+	AllowWorkerGIDs string `json:"allow_worker_gids,omitempty"`
+	AllowReadUIDs   string `json:"allow_read_uids,omitempty"`
+	AllowReadGIDs   string `json:"allow_read_gids,omitempty"`
+	// ClientRole is the roles of every TCP client listener connection
+	// (default admin: it has no authentication yet).
+	ClientRole string `json:"client_role,omitempty"`
+	// Limits of the client listeners (rpc.Options; 0: the default,
+	// negative: none).
+	MaxConns         int           `json:"max_conns,omitempty"`
+	MaxConnsPerUID   int           `json:"max_conns_per_uid,omitempty"`
+	LineTimeout      time.Duration `json:"line_timeout,omitempty"`
+	IdleTimeout      time.Duration `json:"idle_timeout,omitempty"`
+	MaxPartialBytes  int64         `json:"max_partial_bytes,omitempty"`
+	MaxSubscriptions int           `json:"max_subscriptions,omitempty"`
+	// Pprof serves /debug/pprof on the HTTP listener.
+	Pprof bool `json:"pprof,omitempty"`
+	// SnapshotDir is the only directory snapshot.save writes and
+	// snapshot.restore reads (default DATA_DIR/snapshots).
+	SnapshotDir      string        `json:"snapshot_dir,omitempty"`
+	MaxLine          int           `json:"max_line,omitempty"`
+	LogLevel         string        `json:"log_level,omitempty"`
+	LogFormat        string        `json:"log_format,omitempty"`
+	HeartbeatTimeout time.Duration `json:"raft_heartbeat_timeout,omitempty"`
+	ElectionTimeout  time.Duration `json:"raft_election_timeout,omitempty"`
 	// CommitTimeout is how long the leader's replication to a follower
 	// waits with nothing new to send before it sends an AppendEntries
 	// anyway, so the follower learns the commit index once traffic stops
@@ -76,7 +102,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout"} {
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -119,6 +145,35 @@ func (c Config) Merge(over Config) Config {
 	set(&c.TLSKey, over.TLSKey)
 	if over.InsecurePlaintext {
 		c.InsecurePlaintext = true
+	}
+	set(&c.AllowAdminUIDs, over.AllowAdminUIDs)
+	set(&c.AllowAdminGIDs, over.AllowAdminGIDs)
+	set(&c.AllowWorkerUIDs, over.AllowWorkerUIDs)
+	set(&c.AllowWorkerGIDs, over.AllowWorkerGIDs)
+	set(&c.AllowReadUIDs, over.AllowReadUIDs)
+	set(&c.AllowReadGIDs, over.AllowReadGIDs)
+	set(&c.ClientRole, over.ClientRole)
+	set(&c.SnapshotDir, over.SnapshotDir)
+	if over.Pprof {
+		c.Pprof = true
+	}
+	if over.MaxConns != 0 {
+		c.MaxConns = over.MaxConns
+	}
+	if over.MaxConnsPerUID != 0 {
+		c.MaxConnsPerUID = over.MaxConnsPerUID
+	}
+	if over.LineTimeout != 0 {
+		c.LineTimeout = over.LineTimeout
+	}
+	if over.IdleTimeout != 0 {
+		c.IdleTimeout = over.IdleTimeout
+	}
+	if over.MaxPartialBytes != 0 {
+		c.MaxPartialBytes = over.MaxPartialBytes
+	}
+	if over.MaxSubscriptions != 0 {
+		c.MaxSubscriptions = over.MaxSubscriptions
 	}
 	if over.MaxLine != 0 {
 		c.MaxLine = over.MaxLine
@@ -186,6 +241,21 @@ func (c *Config) Normalize() error {
 		// stops, and a read behind its read fence waits at most
 		// readFenceWait before it is served from what is applied.
 		problems = append(problems, fmt.Sprintf("--raft-commit-timeout %s must be between 1ms and %s", c.CommitTimeout, readFenceWait/2))
+	}
+	if _, err := newAccessPolicy(c); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if c.ClientRole == "" {
+		c.ClientRole = "admin"
+	}
+	if _, err := parseRoles(c.ClientRole); err != nil {
+		problems = append(problems, "--client-role: "+err.Error())
+	}
+	if c.SnapshotDir == "" && c.DataDir != "" {
+		c.SnapshotDir = filepath.Join(c.DataDir, "snapshots")
+	}
+	if c.MaxSubscriptions == 0 {
+		c.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	if _, err := cluster.ParsePeers(c.Peers); err != nil {
 		problems = append(problems, "--peers: "+err.Error())

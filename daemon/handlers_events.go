@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/rpc"
@@ -36,24 +35,41 @@ func (a *Agent) eventsSubscribe(ctx context.Context, p rpc.SubscribeParams) (rpc
 	if _, _, err := a.state.Events(from, runID, 1); err != nil {
 		return rpc.SubscribeResult{}, err
 	}
+	// Subscription ids are random and belong to their connection: another
+	// connection cannot guess or end them, and each connection may hold at
+	// most MaxSubscriptions streams.
+	conn := rpc.ConnID(ctx)
+	id := a.cfg.NodeID + "-" + rpc.NewRequestID() + rpc.NewRequestID()
+	key := subKey{conn: conn, id: id}
 	a.mu.Lock()
-	a.subSeq++
-	id := fmt.Sprintf("%s-%d", a.cfg.NodeID, a.subSeq)
+	if max := a.cfg.MaxSubscriptions; max > 0 && a.subsPerConn[conn] >= max {
+		a.mu.Unlock()
+		return rpc.SubscribeResult{}, invalid("this connection already has %d event subscriptions (the limit); "+
+			"unsubscribe one (events.unsubscribe) or use another connection", max)
+	}
+	a.subsPerConn[conn]++
 	a.mu.Unlock()
-	err := rpc.Spawn(ctx, func(conn context.Context) {
-		sctx, cancel := context.WithCancel(conn)
+	release := func() {
 		a.mu.Lock()
-		a.subs[id] = cancel
+		delete(a.subs, key)
+		if a.subsPerConn[conn]--; a.subsPerConn[conn] <= 0 {
+			delete(a.subsPerConn, conn)
+		}
+		a.mu.Unlock()
+	}
+	err := rpc.Spawn(ctx, func(connCtx context.Context) {
+		sctx, cancel := context.WithCancel(connCtx)
+		a.mu.Lock()
+		a.subs[key] = cancel
 		a.mu.Unlock()
 		defer func() {
 			cancel()
-			a.mu.Lock()
-			delete(a.subs, id)
-			a.mu.Unlock()
+			release()
 		}()
 		a.stream(sctx, id, from, runID)
 	})
 	if err != nil {
+		release()
 		return rpc.SubscribeResult{}, err
 	}
 	return rpc.SubscribeResult{Subscription: id, FromIndex: from}, nil
@@ -101,11 +117,17 @@ func (a *Agent) stream(ctx context.Context, id string, from uint64, runID string
 	}
 }
 
-func (a *Agent) eventsUnsubscribe(_ context.Context, p struct {
+// subKey names a subscription within its connection.
+type subKey struct {
+	conn any // rpc.ConnID
+	id   string
+}
+
+func (a *Agent) eventsUnsubscribe(ctx context.Context, p struct {
 	Subscription string `json:"subscription"`
 }) (rpc.ChangedResult, error) {
 	a.mu.Lock()
-	cancel, ok := a.subs[p.Subscription]
+	cancel, ok := a.subs[subKey{conn: rpc.ConnID(ctx), id: p.Subscription}]
 	a.mu.Unlock()
 	if ok {
 		cancel()

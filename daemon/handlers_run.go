@@ -43,6 +43,9 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	if len(p.Nonce) > 128 {
 		return rpc.SubmitResult{}, invalid("nonce must be at most 128 bytes")
 	}
+	if err := checkLabels(p.Labels); err != nil {
+		return rpc.SubmitResult{}, err
+	}
 	if p.Nonce == "" {
 		p.Nonce = rpc.NewRequestID() // before forwarding: a retried forward is answered created:true
 	}
@@ -146,7 +149,7 @@ func (a *Agent) runWait(ctx context.Context, p rpc.WaitParams) (rpc.WaitResult, 
 	if p.ID == "" {
 		return rpc.WaitResult{}, invalid("id is required")
 	}
-	wait := min(time.Duration(p.TimeoutMS)*time.Millisecond, MaxWait)
+	wait := clampMS(p.TimeoutMS, MaxWait)
 	deadline := time.Now().Add(wait)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()

@@ -69,7 +69,7 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	if err := checkClaim(&p); err != nil {
 		return rpc.ClaimResult{}, err
 	}
-	wait := min(time.Duration(p.WaitMS)*time.Millisecond, MaxWait)
+	wait := clampMS(p.WaitMS, MaxWait)
 	deadline := time.Now().Add(wait)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()

@@ -22,50 +22,121 @@ import (
 const DefaultMaxLine = 4 << 20
 
 // lineReader reads '\n'-terminated lines with a length cap. An over-long line
-// is consumed to its newline without being kept.
+// is consumed to its newline without being kept. A line that fits the
+// 64 KiB read buffer is copied once; a longer one is kept as the chunks
+// actually received (never pre-sized, so memory follows the bytes the peer
+// really sent), each reserved from the server's partial-line budget, and
+// joined when its newline arrives.
 type lineReader struct {
 	r       *bufio.Reader
 	max     int
-	pending error  // an error to report on the next call (after a final partial line)
-	head    []byte // the first bytes of the last over-long line
+	budget  *byteBudget     // nil: unbounded (tests)
+	dl      *deadlineReader // nil: no deadlines
+	pending error           // an error to report on the next call (after a final partial line)
+	head    []byte          // the first bytes of the last over-long line
+
+	// The line in progress, kept across calls so that a read deadline that
+	// only re-arms (an idle connection with a call in flight) resumes it.
+	chunks [][]byte
+	size   int
+	held   int64 // bytes of chunks reserved from budget
+	over   bool  // the line is being discarded
+	busy   bool  // ... because the budget was exhausted (not because it is too long)
 }
 
+const lineBufSize = 64 << 10
+
 func newLineReader(r io.Reader, max int) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+	return &lineReader{r: bufio.NewReaderSize(r, lineBufSize), max: max}
+}
+
+// reset drops the line in progress and gives its budget back.
+func (lr *lineReader) reset() {
+	lr.budget.give(lr.held)
+	lr.chunks, lr.size, lr.held, lr.over = nil, 0, 0, false
+}
+
+// partial reports whether a line has begun and not ended.
+func (lr *lineReader) partial() bool {
+	return lr.size > 0 || lr.over || lr.r.Buffered() > 0 || (lr.dl != nil && lr.dl.inLine())
+}
+
+func (lr *lineReader) discard(busy bool) {
+	if len(lr.chunks) > 0 {
+		lr.head = append(lr.head[:0], lr.chunks[0][:min(len(lr.chunks[0]), 64)]...)
+	}
+	lr.budget.give(lr.held)
+	lr.chunks, lr.held, lr.over, lr.busy = nil, 0, true, busy
 }
 
 // next returns the next line without its newline. If the line is longer than
 // the cap, line is nil, size is the number of bytes seen (> max) and lr.head
-// holds the line's first 64 bytes. A final
-// line without newline before EOF is returned with a nil error and EOF comes
-// on the following call. On any other read error a partial line is dropped.
+// holds the line's first 64 bytes; if the partial-line budget ran out, line
+// is nil too and lr.busy is set. A final line without newline before EOF is
+// returned with a nil error and EOF comes on the following call. On a read
+// deadline the line in progress is kept (see reset); on any other read error
+// it is dropped.
 func (lr *lineReader) next() (line []byte, size int, err error) {
 	if lr.pending != nil {
 		return nil, 0, lr.pending
 	}
-	over := false
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
 		content := chunk
 		if err == nil {
 			content = chunk[:len(chunk)-1]
 		}
-		size += len(content)
-		if !over && size > lr.max {
-			lr.head = append(append(lr.head[:0], line[:min(len(line), 64)]...), content[:min(len(content), 64-min(len(line), 64))]...)
-			over, line = true, nil
+		lr.size += len(content)
+		if !lr.over && lr.size > lr.max {
+			if len(lr.chunks) == 0 {
+				lr.head = append(lr.head[:0], content[:min(len(content), 64)]...)
+			}
+			lr.discard(false)
+			lr.busy = false
 		}
-		if !over {
-			line = append(line, content...)
+		complete := err == nil || (err == io.EOF && lr.size > 0)
+		if !lr.over {
+			switch {
+			case complete && len(lr.chunks) == 0:
+				line = append(make([]byte, 0, len(content)), content...)
+			case len(content) > 0:
+				if !lr.budget.take(len(content)) {
+					lr.discard(true)
+					break
+				}
+				lr.held += int64(len(content))
+				lr.chunks = append(lr.chunks, append(make([]byte, 0, len(content)), content...))
+				if complete {
+					line = make([]byte, 0, lr.size)
+					for _, c := range lr.chunks {
+						line = append(line, c...)
+					}
+				}
+			case complete:
+				line = make([]byte, 0, lr.size)
+				for _, c := range lr.chunks {
+					line = append(line, c...)
+				}
+			}
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
 			continue
 		case err == nil:
-		case err == io.EOF && size > 0:
+		case err == io.EOF && lr.size > 0:
 			lr.pending = io.EOF
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return nil, 0, err // the line in progress is kept
 		default:
+			lr.reset()
 			return nil, 0, err
+		}
+		size = lr.size
+		over := lr.over
+		lr.budget.give(lr.held)
+		lr.chunks, lr.size, lr.held, lr.over = nil, 0, 0, false
+		if lr.dl != nil {
+			lr.dl.lineDone(lr.r.Buffered() > 0)
 		}
 		if over {
 			return nil, size, nil
@@ -121,17 +192,45 @@ type serverChannel struct {
 
 	inputOnce   sync.Once
 	inputClosed chan struct{} // closed when the peer's input ends (EOF)
+
+	lim     chanLimits
+	dl      *deadlineReader // nil without line/idle timeouts
+	spawned atomic.Int64    // goroutines started by Spawn still running
 }
 
-func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, log *slog.Logger) *serverChannel {
-	return &serverChannel{
+// chanLimits are the read-side limits of one server connection.
+type chanLimits struct {
+	budget      *byteBudget   // partial-line bytes, server-wide (nil: unbounded)
+	lineTimeout time.Duration // a started line must end within this (0: none)
+	idleTimeout time.Duration // nothing received, nothing in flight (0: none)
+}
+
+func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, log *slog.Logger, lim chanLimits) *serverChannel {
+	c := &serverChannel{
 		conn:         conn,
-		lr:           newLineReader(conn, maxLine),
 		log:          log,
 		writeTimeout: writeTimeout,
 		wake:         make(chan struct{}, 1),
 		inputClosed:  make(chan struct{}),
+		lim:          lim,
 	}
+	var r io.Reader = conn
+	if lim.lineTimeout > 0 || lim.idleTimeout > 0 {
+		c.dl = &deadlineReader{conn: conn, line: lim.lineTimeout, idle: lim.idleTimeout, stopping: &c.stopping}
+		r = c.dl
+	}
+	c.lr = newLineReader(r, maxLine)
+	c.lr.budget, c.lr.dl = lim.budget, c.dl
+	return c
+}
+
+// busy reports whether the connection has a reason to be quiet: a reply it
+// still owes (a long poll) or a stream it pushes (Spawn).
+func (c *serverChannel) busy() bool {
+	c.mu.Lock()
+	owed := c.sent < c.expected
+	c.mu.Unlock()
+	return owed || c.spawned.Load() > 0
 }
 
 // Recv implements channel.Channel.
@@ -139,11 +238,36 @@ func (c *serverChannel) Recv() ([]byte, error) {
 	for {
 		line, size, err := c.lr.next()
 		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !c.stopping.Load() {
+				if !c.lr.partial() {
+					if c.busy() {
+						c.dl.rearm() // idle but waiting on its own call or stream: fine
+						continue
+					}
+					c.log.Debug("rpc: idle connection closed", "remote", c.conn.RemoteAddr(), "idle_timeout", c.lim.idleTimeout)
+				} else {
+					c.log.Warn("rpc: partial request line not completed in time; connection closed",
+						"remote", c.conn.RemoteAddr(), "bytes", c.lr.size, "line_timeout", c.lim.lineTimeout)
+					c.writeError(CodeInvalidRequest, fmt.Sprintf(
+						"request line not completed within %s (%d bytes received); the connection is closed",
+						c.lim.lineTimeout, c.lr.size), map[string]int64{"line_timeout_ms": c.lim.lineTimeout.Milliseconds()})
+				}
+				c.lr.reset()
+			}
 			c.inputOnce.Do(func() { close(c.inputClosed) })
 			if err == io.EOF || (c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded)) {
+				c.lr.reset()
 				return nil, c.drain()
 			}
 			return nil, err
+		}
+		if line == nil && c.lr.busy {
+			c.lr.busy = false
+			c.log.Warn("rpc: request line dropped: the partial-line budget is exhausted", "remote", c.conn.RemoteAddr(), "bytes", size)
+			c.writeError(CodeUnavailable, fmt.Sprintf(
+				"request line of %d bytes dropped: the agent is holding its limit of partially received request bytes "+
+					"for all connections; retry shortly", size), map[string]int64{"retry_after_ms": 1000})
+			continue
 		}
 		if line == nil {
 			c.log.Warn("rpc: request line over the limit discarded", "bytes", size, "limit", c.lr.max)

@@ -25,6 +25,7 @@ const (
 	CodeUnavailable       = -32004 // no leader / not enough nodes; data.retry_after_ms
 	CodeTooManyRuns       = -32005 // the concurrent-run cap is reached
 	CodeTooLarge          = -32006 // a request, result or spec over its limit
+	CodePermissionDenied  = -32007 // the caller's role does not allow the method; data.role, data.method
 )
 
 // DefaultRetryAfter is the retry hint sent with CodeUnavailable when the
@@ -50,6 +51,7 @@ var table = []codeRow{
 	{CodeUnavailable, "unavailable", []error{domain.ErrUnavailable, context.DeadlineExceeded, context.Canceled}},
 	{CodeTooManyRuns, "too_many_runs", []error{domain.ErrTooManyRuns}},
 	{CodeTooLarge, "too_large", []error{domain.ErrTooLarge}},
+	{CodePermissionDenied, "permission_denied", []error{ErrPermissionDenied}},
 	{CodeInvalidParams, "invalid_params", []error{domain.ErrInvalidArgument}},
 	{CodeParseError, "parse_error", nil},
 	{CodeInvalidRequest, "invalid_request", nil},

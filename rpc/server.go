@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/creachadair/jrpc2"
@@ -96,6 +97,35 @@ type Options struct {
 	// WriteTimeout bounds one write to a client; a client that does not read
 	// for this long is disconnected (default 30s, negative: none).
 	WriteTimeout time.Duration
+
+	// Admit, if set, is called once per connection to identify the peer
+	// and give it its roles (auth.go); every call is then checked against
+	// the roles its method needs (-32007 when it has none of them). Without
+	// Admit every connection has every role.
+	Admit AdmitFunc
+	// MaxConns caps the connections of one listener (default
+	// DefaultMaxConns, negative: none); one over it is answered -32004 and
+	// closed.
+	MaxConns int
+	// MaxConnsPerUID caps the connections of one Unix socket peer uid
+	// across the server's listeners (default DefaultMaxConnsPerUID,
+	// negative: none). Needs Admit (the peer's uid).
+	MaxConnsPerUID int
+	// LineTimeout bounds how long a started request line may take to end
+	// (default DefaultLineTimeout, negative: none): a slow-loris line is
+	// answered -32600 and the connection closed.
+	LineTimeout time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long while
+	// it had no call in flight and no stream (default DefaultIdleTimeout,
+	// negative: none).
+	IdleTimeout time.Duration
+	// MaxPartialBytes bounds the bytes of unfinished request lines held
+	// for all connections together (default DefaultMaxPartialBytes,
+	// negative: none); a line that would exceed it is dropped and answered
+	// -32004. With the 64 KiB read buffer each connection has, a server's
+	// memory for requests being received is at most about
+	// MaxPartialBytes + connections x 64 KiB.
+	MaxPartialBytes int64
 }
 
 // ErrServerClosed is returned by Serve and ServeConn after Shutdown or Close.
@@ -116,6 +146,11 @@ type Server struct {
 	maxConc  int
 	wTimeout time.Duration
 	warm     *warm // handlers run on warm goroutines (warm.go)
+	admit    AdmitFunc
+	maxConns int
+	maxUID   int
+	lim      chanLimits
+	perUID   uidCounter
 
 	mu        sync.Mutex
 	closed    bool
@@ -147,6 +182,14 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	}
 	if s.wTimeout == 0 {
 		s.wTimeout = 30 * time.Second
+	}
+	s.admit = opts.Admit
+	s.maxConns = orDefault(opts.MaxConns, DefaultMaxConns)
+	s.maxUID = orDefault(opts.MaxConnsPerUID, DefaultMaxConnsPerUID)
+	s.lim.lineTimeout = orDefault(opts.LineTimeout, DefaultLineTimeout)
+	s.lim.idleTimeout = orDefault(opts.IdleTimeout, DefaultIdleTimeout)
+	if b := orDefault(opts.MaxPartialBytes, DefaultMaxPartialBytes); b > 0 {
+		s.lim.budget = &byteBudget{max: b}
 	}
 	for name, h := range methods {
 		s.methods[name] = s.wrap(name, h)
@@ -182,7 +225,11 @@ func (a assigner) Assign(_ context.Context, method string) jrpc2.Handler {
 // and data included) and marshals and size-checks the result itself, so no
 // error can reach jrpc2 as a plain Go error (it would become -32098).
 func (s *Server) wrap(method string, h Handler) jrpc2.Handler {
+	need := MethodRoles(method)
 	return func(ctx context.Context, req *jrpc2.Request) (res any, err error) {
+		if cs := connOf(ctx); cs != nil && cs.peer.Roles&need == 0 {
+			return nil, s.wireError(method, s.denied(cs, method, need))
+		}
 		s.warm.do(func() { res, err = s.serve(ctx, method, h, req) })
 		return res, err
 	}
@@ -230,9 +277,10 @@ func (s *Server) wireError(method string, err error) *jrpc2.Error {
 
 // connState is one served connection.
 type connState struct {
-	ch  *serverChannel
-	srv *jrpc2.Server
-	ctx context.Context // ends when the connection ends; carries connKey
+	peer Caller
+	ch   *serverChannel
+	srv  *jrpc2.Server
+	ctx  context.Context // ends when the connection ends; carries connKey
 
 	mu      sync.Mutex
 	ended   bool
@@ -268,6 +316,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 
 	var delay time.Duration
+	var open atomic.Int64 // this listener's connections
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -290,7 +339,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		go func() { _ = s.ServeConn(ctx, nc) }()
+		if s.maxConns > 0 && open.Load() >= int64(s.maxConns) {
+			s.log.Warn("rpc: connection refused: listener at its connection limit", "addr", ln.Addr(), "remote", nc.RemoteAddr(), "limit", s.maxConns)
+			go refuse(nc, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+				"too many connections to %s (limit %d); close idle ones or retry later", ln.Addr(), s.maxConns),
+				Data: mustJSON(map[string]int64{"retry_after_ms": 1000})})
+			continue
+		}
+		open.Add(1)
+		go func() {
+			defer open.Add(-1)
+			_ = s.ServeConn(ctx, nc)
+		}()
 	}
 }
 
@@ -306,7 +366,34 @@ func (s *Server) isClosed() bool {
 func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cs := &connState{ch: newServerChannel(nc, s.maxLine, max(s.wTimeout, 0), s.log)}
+	peer := Caller{UID: -1, GID: -1, PID: -1, Addr: addrString(nc.RemoteAddr()), Roles: RoleAll}
+	if s.admit != nil {
+		p, release, err := s.admit(nc)
+		if err != nil {
+			var r *Refusal
+			if errors.As(err, &r) {
+				refuse(nc, r.Err)
+			} else {
+				nc.Close()
+			}
+			return err
+		}
+		if release != nil {
+			defer release()
+		}
+		peer = p
+		if peer.UID >= 0 {
+			if !s.perUID.acquire(peer.UID, s.maxUID) {
+				s.log.Warn("rpc: connection refused: uid at its connection limit", append([]any{"limit", s.maxUID}, peer.LogAttrs()...)...)
+				refuse(nc, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+					"too many connections from uid %d (limit %d); close idle ones or retry later", peer.UID, s.maxUID),
+					Data: mustJSON(map[string]int64{"retry_after_ms": 1000})})
+				return errors.New("rpc: uid connection limit")
+			}
+			defer s.perUID.release(peer.UID)
+		}
+	}
+	cs := &connState{peer: peer, ch: newServerChannel(nc, s.maxLine, max(s.wTimeout, 0), s.log, s.lim)}
 	cs.ctx = context.WithValue(cctx, connKey{}, cs)
 	s.mu.Lock()
 	if s.closed {
@@ -445,6 +532,30 @@ func Spawn(ctx context.Context, fn func(ctx context.Context)) error {
 	if cs.ended {
 		return ErrClosed
 	}
-	cs.spawned.Go(func() { fn(cs.ctx) })
+	cs.ch.spawned.Add(1)
+	cs.spawned.Go(func() {
+		defer cs.ch.spawned.Add(-1)
+		fn(cs.ctx)
+	})
 	return nil
+}
+
+func orDefault[T int | int64 | time.Duration](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	if s := a.String(); s != "" {
+		return s
+	}
+	return "@"
 }
