@@ -169,7 +169,14 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 		serve(a.srv, clientL, "client")
 	}
 	if httpL != nil {
-		a.httpSrv = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		// Write timeout: a client that stops reading cannot hold a
+		// connection; with --pprof it must outlast a default 30 s profile.
+		wt := 15 * time.Second
+		if a.cfg.Pprof {
+			wt = 65 * time.Second
+		}
+		a.httpSrv = &http.Server{Handler: a.httpHandler(), ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout: 10 * time.Second, WriteTimeout: wt, IdleTimeout: time.Minute}
 		go func() {
 			if err := a.httpSrv.Serve(httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				a.log.Error("http listener stopped", "err", err)

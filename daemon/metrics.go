@@ -152,10 +152,13 @@ func (a *Agent) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
-	// Profiles, for operators chasing a slow node (only on --http-addr).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// Profiles, for operators chasing a slow node: only with --pprof (they
+	// expose memory contents and cost CPU to whoever reaches --http-addr).
+	if a.cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	gatherers := prometheus.Gatherers{a.metrics.reg, prometheus.DefaultGatherer}
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
 	return mux
