@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Snapshot format: a header, then records of (type byte, payload), then a
@@ -140,14 +141,43 @@ func ReadSnapshot(rd io.Reader, fn func(k, v []byte) error) error {
 	}
 }
 
+// maxRecordPart bounds one key or value of a snapshot record (badger's own
+// limits are far below it).
+const maxRecordPart = 1 << 30
+
+// readStep is how much of a record readChunk allocates ahead of the bytes
+// it has actually read.
+const readStep = 64 << 10
+
+// readChunk reads one length-prefixed key or value. The declared length is
+// never trusted for allocation: a part is read in readStep pieces, the
+// buffer growing only with the bytes the stream really delivers, so a
+// crafted file declaring a 1 GiB record allocates about what the file
+// contains and fails as truncated.
 func readChunk(br *bufio.Reader) ([]byte, error) {
 	l, err := binary.ReadUvarint(br)
-	if err != nil || l > 1<<30 {
-		return nil, fmt.Errorf("%w: bad length", ErrBadSnapshot)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bad record length", ErrBadSnapshot)
 	}
-	b := make([]byte, l)
-	if _, err := io.ReadFull(br, b); err != nil {
-		return nil, fmt.Errorf("%w: truncated record", ErrBadSnapshot)
+	if l > maxRecordPart {
+		return nil, fmt.Errorf("%w: a record declares %d bytes, over the %d-byte limit", ErrBadSnapshot, l, maxRecordPart)
+	}
+	if l <= readStep {
+		b := make([]byte, l)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return nil, fmt.Errorf("%w: truncated record (declared %d bytes)", ErrBadSnapshot, l)
+		}
+		return b, nil
+	}
+	b := make([]byte, 0, readStep)
+	for uint64(len(b)) < l {
+		n := int(min(l-uint64(len(b)), readStep))
+		b = slices.Grow(b, n)
+		got, err := io.ReadFull(br, b[len(b):len(b)+n])
+		b = b[:len(b)+got]
+		if err != nil {
+			return nil, fmt.Errorf("%w: truncated record (declared %d bytes, the stream ends after %d)", ErrBadSnapshot, l, len(b))
+		}
 	}
 	return b, nil
 }
