@@ -77,6 +77,9 @@ func TestFailingCompensationEndsRunFailed(t *testing.T) {
 	cl := c.client()
 	startWorker(t, c, "wc")
 	wf := strings.Replace(string(workflow(t, "saga.yaml")), `"amount":420`, `"amount":420,"fail_refund":true`, 1)
+	// Two compensation attempts, quickly (the default policy would retry
+	// the failing refund for minutes).
+	wf = strings.Replace(wf, `"revert_type":"refund"`, `"retry":{"max_attempts":2,"initial_backoff_ms":10},"revert_type":"refund"`, 1)
 	id := submit(t, cl, json.RawMessage(wf))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed {
 		t.Fatalf("run %s, want failed (its refund compensation fails)", r.State)

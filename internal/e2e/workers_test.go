@@ -153,12 +153,27 @@ func TestWorkerSIGTERMFinishesTask(t *testing.T) {
 	}
 }
 
+// waitAcked waits until the worker holding the task's lease acknowledged
+// it: its first heartbeat moves the lease expiry.
+func waitAcked(t *testing.T, cl *rpc.Client, id string) {
+	t.Helper()
+	first := task(t, cl, id).LeaseExpiresAt
+	deadline := time.Now().Add(10 * time.Second)
+	for task(t, cl, id).LeaseExpiresAt.Equal(first) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no heartbeat within 10s", id)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the replicated state
+	}
+}
+
 func TestWorkerSIGKILLLeaseExpiresOtherWorkerCompletes(t *testing.T) {
 	c := startCluster(t, 3)
 	cl := c.client()
 	a := startWorker(t, c, "wa")
 	id := submit(t, cl, longWF("2"))
 	a.waitJournal(t, "call long work")
+	waitAcked(t, cl, id+"/work") // killed before that, the expiry would not count
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)
 	<-a.exited
 	startWorker(t, c, "wb")
@@ -177,6 +192,7 @@ func TestWorkerSIGSTOPPastLeaseIsFenced(t *testing.T) {
 	a := startWorker(t, c, "wa")
 	id := submit(t, cl, longWF("30"))
 	a.waitJournal(t, "call long work")
+	waitAcked(t, cl, id+"/work")
 	_ = a.cmd.Process.Signal(syscall.SIGSTOP)
 	// The lease (1 s) expires while wa is stopped; wb takes the task over.
 	b := startWorker(t, c, "wb")
@@ -231,7 +247,7 @@ func TestHandlerPanicFailsTaskWorkerLivesOn(t *testing.T) {
 	c := startCluster(t, 3)
 	cl := c.client()
 	startWorker(t, c, "wp")
-	id := submit(t, cl, json.RawMessage(`{"tasks":[{"key":"boom","type":"panic"}]}`))
+	id := submit(t, cl, json.RawMessage(`{"tasks":[{"key":"boom","type":"panic","retry":{"max_attempts":1}}]}`))
 	r := waitRun(t, cl, id, 20*time.Second)
 	tk := task(t, cl, id+"/boom")
 	if r.State != domain.RunFailed || !strings.Contains(tk.Error, "handler panic: example handler panic") {
