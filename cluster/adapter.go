@@ -23,6 +23,7 @@ import (
 // to the FSM as no-ops so its applied index tracks raft's exactly.
 type raftFSM struct {
 	f *fsm.FSM
+	n *Node // nil in tests of the adapter alone
 }
 
 var noopEntry = func() []byte {
@@ -35,7 +36,44 @@ func (r *raftFSM) Apply(l *raft.Log) any { return r.ApplyBatch([]*raft.Log{l})[0
 
 // ApplyBatch implements raft.BatchingFSM: the whole batch is one badger
 // transaction (see fsm.FSM.ApplyBatch).
+//
+// A node whose storage failed applies nothing more (storage.go). A batch is
+// cut after a digest mark, so the node can pin its state at exactly the
+// mark's index before applying what follows (digestcheck.go).
 func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
+	if r.n == nil {
+		return r.apply(logs)
+	}
+	out := make([]any, 0, len(logs))
+	for len(logs) > 0 {
+		if err := r.n.Failure(); err != nil {
+			for range logs {
+				out = append(out, err)
+			}
+			return out
+		}
+		cut := len(logs)
+		var kind fsm.MsgType
+		var verdict fsm.DigestVerdict
+		for i, l := range logs {
+			if l.Type != raft.LogCommand {
+				continue
+			}
+			if k, v := fsm.DigestEntry(l.Data); k != 0 && l.Index > r.f.AppliedIndex() {
+				cut, kind, verdict = i+1, k, v
+				break
+			}
+		}
+		out = append(out, r.apply(logs[:cut])...)
+		if kind != 0 && r.n.Failure() == nil {
+			r.n.digest.applied(kind, logs[cut-1].Index, verdict)
+		}
+		logs = logs[cut:]
+	}
+	return out
+}
+
+func (r *raftFSM) apply(logs []*raft.Log) []any {
 	entries := make([]fsm.Entry, len(logs))
 	for i, l := range logs {
 		entries[i] = fsm.Entry{Index: l.Index, Data: l.Data}

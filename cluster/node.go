@@ -117,6 +117,14 @@ type Config struct {
 	SnapshotThreshold  uint64
 	SnapshotInterval   time.Duration
 	TrailingLogs       uint64
+	// MinFreeBytes: below this much free space on the data dir's file
+	// system the node stops cleanly (storage.go). 0: DefaultMinFreeBytes;
+	// negative: never.
+	MinFreeBytes int64
+	// DigestInterval is how often the leader proposes a digest check
+	// (digestcheck.go) while entries are being applied. 0:
+	// DefaultDigestInterval; negative: never.
+	DigestInterval time.Duration
 
 	// Test hooks: any of these replaces the production component.
 	Transport     raft.Transport
@@ -195,6 +203,13 @@ type Node struct {
 	isLeader     atomic.Bool
 	ready        chan struct{} // closed once this term's barrier is applied
 
+	// Storage health (storage.go) and the digest check (digestcheck.go).
+	failOnce sync.Once
+	failure  atomic.Pointer[StorageFailure]
+	failed   chan struct{}
+	disk     *diskGuard
+	digest   *digestState
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -209,7 +224,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.NodeID == "" {
 		return nil, errors.New("node id is required (--node-id)")
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), failed: make(chan struct{})}
+	n.digest = newDigestState(n)
 	ok := false
 	defer func() {
 		if !ok {
@@ -248,12 +264,14 @@ func (n *Node) openStores() error {
 		}
 	}
 	n.store = cfg.Store
+	var badgerStore *fsm.BadgerStore
 	if n.store == nil {
 		bs, err := fsm.OpenBadger(filepath.Join(cfg.DataDir, "state"), fsm.BadgerOptions{Logger: n.log})
 		if err != nil {
 			return err
 		}
 		n.closers = append(n.closers, bs)
+		badgerStore = bs
 		idx, err := fsm.NewIndexedStore(bs)
 		if err != nil {
 			return err
@@ -264,10 +282,6 @@ func (n *Node) openStores() error {
 	if err != nil {
 		return err
 	}
-	f.OnFatal = func(err error) {
-		n.log.Error("local state store failed; stopping this node so it cannot diverge (it recovers from its raft log on restart)", "err", err)
-		os.Exit(70)
-	}
 	n.fsm = f
 	if cfg.LogStore == nil || cfg.StableStore == nil {
 		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft", "raft.db")})
@@ -276,15 +290,21 @@ func (n *Node) openStores() error {
 		}
 		n.closers = append(n.closers, bolt)
 		if n.cfg.LogStore == nil {
-			cache, err := raft.NewLogCache(1024, bolt)
+			cache, err := raft.NewLogCache(1024, &checkedLogStore{LogStore: bolt, n: n})
 			if err != nil {
 				return err
 			}
 			n.cfg.LogStore = cache
 		}
 		if n.cfg.StableStore == nil {
-			n.cfg.StableStore = bolt
+			n.cfg.StableStore = &checkedStableStore{StableStore: bolt, n: n}
 		}
+	}
+	if _, ok := n.cfg.LogStore.(*raft.LogCache); !ok {
+		n.cfg.LogStore = &checkedLogStore{LogStore: n.cfg.LogStore, n: n} // a test's store
+	}
+	if err := n.guardStores(badgerStore); err != nil {
+		return err
 	}
 	if n.cfg.SnapshotStore == nil {
 		ss, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, NewHCLogger(n.log, "snapshot"))
@@ -379,7 +399,7 @@ func (n *Node) startRaft() error {
 			return fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(rc, &raftFSM{f: n.fsm}, cfg.LogStore, cfg.StableStore, cfg.SnapshotStore, n.trans)
+	r, err := raft.NewRaft(rc, &raftFSM{f: n.fsm, n: n}, cfg.LogStore, cfg.StableStore, cfg.SnapshotStore, n.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

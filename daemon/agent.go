@@ -110,6 +110,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, CommitTimeout: cfg.CommitTimeout,
+		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
 	})
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.srv = rpc.NewServer(a.metrics.instrument(methods), opts)
+	a.srv = rpc.NewServer(a.metrics.instrument(a.refuseUnhealthy(methods)), opts)
 	// The forwarding port serves only what followers forward (tls.go).
 	fwdMethods := make(map[string]rpc.Handler, len(methods))
 	for name, h := range methods {
@@ -135,6 +136,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 			return h(context.WithValue(ctx, forwardedKey{}, true), raw)
 		}
 	}
+	fwdMethods = a.refuseUnhealthy(fwdMethods)
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
@@ -209,6 +211,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-a.node.Stopped():
 		return errors.New("cluster node stopped")
+	case <-a.node.Failed():
+		// Local storage failed (cluster/storage.go): stop now, handing
+		// leadership over; the caller exits with ExitStorage.
+		// The stores may not close (badger retries a flush to a vanished
+		// dir forever): the wait is bounded, and the process exits anyway.
+		err := a.node.Failure()
+		done := make(chan struct{})
+		go func() { _ = a.Shutdown(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			a.log.Error("the failed stores did not close; exiting without them (on restart the node recovers from its raft log and the leader)")
+		}
+		return err
 	}
 	return a.Shutdown()
 }

@@ -166,6 +166,9 @@ func (a *Agent) httpHandler() http.Handler {
 
 // notReady explains why this node should not take traffic, or "".
 func (a *Agent) notReady() string {
+	if reason := a.unhealthy(); reason != "" {
+		return reason
+	}
 	id, _ := a.node.Leader()
 	if id == "" {
 		return "no leader (election in progress or no quorum)"

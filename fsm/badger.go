@@ -25,6 +25,9 @@ type BadgerStore struct {
 	// txnBytes and txnWrites are what one transaction may hold, with a
 	// margin under badger's own limits (see TxnLimits).
 	txnBytes, txnWrites int
+	// fault reports a storage error badger logged or returned on a read
+	// (see OnError).
+	fault *storeFault
 }
 
 // memTableSize sets badger's transaction limit too: badger refuses a
@@ -48,6 +51,17 @@ type BadgerOptions struct {
 
 // OpenBadger opens (or creates) a badger store in dir.
 func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
+	if !o.InMemory {
+		if err := verifyTables(dir); err != nil {
+			return nil, err
+		}
+	}
+	fault := &storeFault{}
+	// Errors badger logs while opening (a table whose checksum does not
+	// match is logged and then left out: its keys would silently vanish)
+	// fail the open.
+	var openErrs []string
+	fault.set(func(err error) { openErrs = append(openErrs, err.Error()) })
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
@@ -61,7 +75,13 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		// badger accepts) keep up with the queue workload and halve the
 		// idle wake-ups.
 		WithNumCompactors(2).
-		WithLogger(badgerLogger{l: o.Logger})
+		// Verify block checksums on every read and table checksums before
+		// a table is opened: a damaged SST is an error (the node stops at
+		// start), never a silently missing key.
+		// (verifyTables does the latter, because badger's own check can
+		// crash or skip a damaged table).
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithLogger(badgerLogger{l: o.Logger, fault: fault})
 	if o.BlockCacheSize > 0 {
 		opts = opts.WithBlockCacheSize(o.BlockCacheSize)
 	} else {
@@ -73,17 +93,25 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 	}
 	db, err := badger.Open(opts)
 	if err != nil {
+		if len(openErrs) > 0 || isDamage(err) {
+			return nil, &StorageError{Op: "open " + dir, Err: fmt.Errorf("%w; %s", err, strings.Join(openErrs, "; "))}
+		}
 		return nil, fmt.Errorf("open badger state in %s: %w (is another flowd agent using this --data-dir?)", dir, err)
+	}
+	fault.set(nil)
+	if len(openErrs) > 0 {
+		_ = db.Close()
+		return nil, &StorageError{Op: "open " + dir, Err: fmt.Errorf("%s", strings.Join(openErrs, "; "))}
 	}
 	maxBytes := 15 * opts.MemTableSize / 100 // badger: opt.maxBatchSize
 	return &BadgerStore{db: db, txnBytes: int(maxBytes * 9 / 10),
-		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10}, nil
+		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10, fault: fault}, nil
 }
 
 // View implements Store.
 func (b *BadgerStore) View() (Reader, func(), error) {
 	txn := b.db.NewTransaction(false)
-	return badgerReader{txn}, txn.Discard, nil
+	return badgerReader{txn, b.fault}, txn.Discard, nil
 }
 
 // Commit implements Store.
@@ -144,7 +172,10 @@ func (b *BadgerStore) Sync() error { return b.db.Sync() }
 // Close implements Store.
 func (b *BadgerStore) Close() error { return b.db.Close() }
 
-type badgerReader struct{ txn *badger.Txn }
+type badgerReader struct {
+	txn   *badger.Txn
+	fault *storeFault
+}
 
 func (r badgerReader) Get(key []byte) ([]byte, bool, error) {
 	it, err := r.txn.Get(key)
@@ -152,10 +183,10 @@ func (r badgerReader) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, r.fault.read(err)
 	}
 	v, err := it.ValueCopy(nil)
-	return v, err == nil, err
+	return v, err == nil, r.fault.read(err)
 }
 
 func (r badgerReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
@@ -184,7 +215,7 @@ func (r badgerReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []by
 			cont = fn(item.Key(), v)
 			return nil
 		}); err != nil {
-			return err
+			return r.fault.read(err)
 		}
 		if !cont {
 			return nil
@@ -194,7 +225,13 @@ func (r badgerReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []by
 }
 
 // badgerLogger routes badger's logs into slog; chatty info goes to debug.
-type badgerLogger struct{ l *slog.Logger }
+// Every error badger logs is a storage fault (a table left out for a
+// checksum mismatch, a memtable that cannot be flushed, an unreadable value
+// pointer): it is reported through the store's OnError.
+type badgerLogger struct {
+	l     *slog.Logger
+	fault *storeFault
+}
 
 func (b badgerLogger) log(level slog.Level, f string, a ...any) {
 	if b.l == nil {
@@ -202,7 +239,10 @@ func (b badgerLogger) log(level slog.Level, f string, a ...any) {
 	}
 	b.l.Log(nil, level, strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
 }
-func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a...) }
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.log(slog.LevelError, f, a...)
+	b.fault.report(fmt.Errorf("badger: %s", strings.TrimSpace(fmt.Sprintf(f, a...))))
+}
 func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a...) }
 func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a...) }
 func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug-4, f, a...) }

@@ -36,6 +36,11 @@ const (
 	// MsgBatch is Multi in its binary framing (see appendBatch); Encode
 	// writes a Multi as MsgBatch, Decode reads both.
 	MsgBatch MsgType = 20
+	// MsgDigestMark and MsgDigestVerdict are the replicated digest check
+	// (digestcheck.go). They change no state and are always sent with
+	// IgnoreUnknown set.
+	MsgDigestMark    MsgType = 21
+	MsgDigestVerdict MsgType = 22
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -291,6 +296,10 @@ func Decode(buf []byte) (Command, error) {
 		c = &Noop{}
 	case MsgNodeInfo:
 		c = &NodeInfo{}
+	case MsgDigestMark, MsgDigestVerdict:
+		// The digest check changes no state (every version skips it the
+		// same way); the node acts on it after applying (digestcheck.go).
+		return nil, errIgnored
 	default:
 		if t&IgnoreUnknown != 0 {
 			return nil, errIgnored

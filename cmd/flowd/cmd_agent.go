@@ -138,6 +138,10 @@ func agentAction(cCtx *cli.Context) error {
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 	a, err := daemon.New(cfg, log)
+	if err != nil && daemon.IsStorageFailure(err) {
+		return &cliError{code: daemon.ExitStorage, msg: fmt.Sprintf("agent %s refuses to start: %v", cfg.NodeID, err),
+			hint: "the data dir's storage is damaged or full; see docs/operations.md, \"Storage failures\""}
+	}
 	if err != nil {
 		return failf("another agent may hold the socket or ports, or --data-dir may belong to another node", "start agent %s: %v", cfg.NodeID, err)
 	}
@@ -178,6 +182,10 @@ func agentAction(cCtx *cli.Context) error {
 		}
 	}()
 	if err := a.Run(ctx); err != nil {
+		if daemon.IsStorageFailure(err) {
+			return &cliError{code: daemon.ExitStorage, msg: fmt.Sprintf("agent %s stopped: %v", cfg.NodeID, err),
+				hint: "see docs/operations.md, \"Storage failures\""}
+		}
 		return failf("", "agent %s: %v", cfg.NodeID, err)
 	}
 	return nil
