@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -97,28 +100,57 @@ func (a *Agent) raftTransfer(ctx context.Context, p rpc.PeerParams) (rpc.OK, err
 	})
 }
 
-func checkPath(p string) error {
-	if p == "" || !filepath.IsAbs(p) {
-		return invalid("path %q must be an absolute path on the agent's machine", p)
+// Snapshot files live only in the agent's --snapshot-dir (issue 11): a
+// snapshot path is a plain file name in that directory, never a path, so
+// an admin call cannot write or read anything else on the machine, and no
+// answer depends on what exists outside it. save creates the file with
+// O_CREAT|O_EXCL|O_NOFOLLOW (mode 0600, the directory 0700), so it never
+// replaces a file nor follows a link planted in the directory; restore
+// opens it with O_NOFOLLOW and reads only a regular file.
+
+// snapshotFile checks that name is a file name for --snapshot-dir and
+// returns the directory and the file's path in it. verb is "writes" or
+// "reads", for the message.
+func (a *Agent) snapshotFile(method, verb, name string) (dir, path string, err error) {
+	dir = a.cfg.SnapshotDir
+	if dir == "" {
+		return "", "", invalid("%s is disabled on %s: the agent has no --snapshot-dir; start it with --snapshot-dir DIR (or --data-dir)", method, a.cfg.NodeID)
 	}
-	return nil
+	hint := fmt.Sprintf("%s %s only inside --snapshot-dir %s on %s: pass a file name", method, verb, dir, a.cfg.NodeID)
+	if name == "" {
+		return "", "", invalid("path is required: %s, e.g. \"backup-1.snap\"", hint)
+	}
+	if filepath.IsAbs(name) || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." || len(name) > 255 {
+		ex := filepath.Base(strings.ReplaceAll(name, "\\", "/"))
+		if ex == "." || ex == ".." || ex == "/" || strings.ContainsRune(ex, 0) || len(ex) > 255 {
+			ex = "backup-1.snap"
+		}
+		return "", "", invalid("path %q is not a file name: %s (no directories, no \"..\"), e.g. %q", name, hint, ex)
+	}
+	return dir, filepath.Join(dir, name), nil
 }
 
-// snapshotSave writes this node's state, as of its applied index, to a
-// file on the agent's machine.
+// snapshotSave writes this node's state, as of its applied index, to a new
+// file in --snapshot-dir on the agent's machine.
 func (a *Agent) snapshotSave(_ context.Context, p rpc.SnapshotParams) (rpc.SnapshotResult, error) {
-	if err := checkPath(p.Path); err != nil {
+	dir, path, err := a.snapshotFile(rpc.MethodSnapshotSave, "writes", p.Path)
+	if err != nil {
 		return rpc.SnapshotResult{}, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return rpc.SnapshotResult{}, fmt.Errorf("snapshot directory %s: %w (check --snapshot-dir)", dir, err)
 	}
 	snap, err := a.state.Snapshot()
 	if err != nil {
 		return rpc.SnapshotResult{}, err
 	}
 	defer snap.Release()
-	tmp := p.Path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return rpc.SnapshotResult{}, invalid("create %s: %v", tmp, err)
+		if errors.Is(err, fs.ErrExist) {
+			return rpc.SnapshotResult{}, invalid("%q already exists in --snapshot-dir %s on %s: snapshot.save never replaces a file; pass a new file name (or remove the old file)", p.Path, dir, a.cfg.NodeID)
+		}
+		return rpc.SnapshotResult{}, fmt.Errorf("create %s: %w (check --snapshot-dir)", path, err)
 	}
 	n, err := snap.WriteTo(f)
 	if err == nil {
@@ -128,38 +160,78 @@ func (a *Agent) snapshotSave(_ context.Context, p rpc.SnapshotParams) (rpc.Snaps
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, p.Path)
+		err = syncDir(dir)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
-		return rpc.SnapshotResult{}, fmt.Errorf("write snapshot: %w", err)
+		_ = os.Remove(path) // ours: created above with O_EXCL
+		return rpc.SnapshotResult{}, fmt.Errorf("write snapshot %s: %w", path, err)
 	}
-	return rpc.SnapshotResult{Path: p.Path, Bytes: n, AppliedIndex: snap.Index}, nil
+	return rpc.SnapshotResult{Path: path, Bytes: n, AppliedIndex: snap.Index}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openSnapshot opens a snapshot file of --snapshot-dir for reading: not
+// through a symbolic link, and only a regular file (O_NONBLOCK: a FIFO
+// planted there does not hang the open).
+func (a *Agent) openSnapshot(name string) (*os.File, string, error) {
+	dir, path, err := a.snapshotFile(rpc.MethodSnapshotRest, "reads", name)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, "", invalid("%q in --snapshot-dir %s on %s is a symbolic link: snapshot.restore reads only regular files there; copy the snapshot into the directory", name, dir, a.cfg.NodeID)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", invalid("no snapshot %q in --snapshot-dir %s on %s (the leader, which reads it): copy the file there first", name, dir, a.cfg.NodeID)
+	case err != nil:
+		return nil, "", invalid("open %q in --snapshot-dir %s on %s: %v", name, dir, a.cfg.NodeID, errors.Unwrap(err))
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = invalid("%q in --snapshot-dir %s on %s is not a regular file: snapshot.restore reads only files written by snapshot.save (or copied there)", name, dir, a.cfg.NodeID)
+	}
+	if err != nil {
+		f.Close()
+		return nil, "", err
+	}
+	return f, path, nil
 }
 
 // snapshotRestore installs a snapshot file as the whole cluster's state
-// (raft user restore). It runs on the leader and reads the file on the
-// leader's machine; everything applied since is replaced.
+// (raft user restore). It runs on the leader and reads the file from the
+// leader's --snapshot-dir; everything applied since is replaced.
 func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.SnapshotResult, error) {
-	if err := checkPath(p.Path); err != nil {
-		return rpc.SnapshotResult{}, err
-	}
 	ctx, cancel := withTimeout(ctx, time.Minute)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodSnapshotRest, p, func(context.Context) (rpc.SnapshotResult, error) {
-		f, err := os.Open(p.Path)
+		f, path, err := a.openSnapshot(p.Path)
 		if err != nil {
-			return rpc.SnapshotResult{}, invalid("open %s on the leader (%s): %v", p.Path, a.cfg.NodeID, err)
+			return rpc.SnapshotResult{}, err
 		}
 		defer f.Close()
 		// Validate before touching the cluster.
 		if err := fsm.ReadSnapshot(f, func(k, v []byte) error { return nil }); err != nil {
-			return rpc.SnapshotResult{}, invalid("%s: %v", p.Path, err)
+			return rpc.SnapshotResult{}, invalid("%s: %v (is it a file written by snapshot.save?)", path, err)
 		}
 		if _, err := f.Seek(0, 0); err != nil {
 			return rpc.SnapshotResult{}, err
 		}
-		st, _ := f.Stat()
+		st, err := f.Stat()
+		if err != nil {
+			return rpc.SnapshotResult{}, err
+		}
 		if !a.node.IsLeader() {
 			return rpc.SnapshotResult{}, a.node.Barrier(ctx) // returns NotLeaderError
 		}
@@ -172,6 +244,6 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 		if err := a.node.Barrier(ctx); err != nil {
 			return rpc.SnapshotResult{}, err
 		}
-		return rpc.SnapshotResult{Path: p.Path, Bytes: st.Size(), AppliedIndex: a.state.AppliedIndex()}, nil
+		return rpc.SnapshotResult{Path: path, Bytes: st.Size(), AppliedIndex: a.state.AppliedIndex()}, nil
 	})
 }

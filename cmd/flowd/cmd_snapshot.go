@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -49,15 +48,13 @@ var snapshotCommand = &cli.Command{
 	},
 }
 
+// snapshotPathArg is the NAME argument, sent as is: the agent resolves it
+// in its --snapshot-dir and refuses paths (with what to pass instead).
 func snapshotPathArg(cCtx *cli.Context) (string, error) {
-	if err := needArgs(cCtx, 1, 1, "FILE"); err != nil {
+	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
 		return "", err
 	}
-	p, err := filepath.Abs(cCtx.Args().First())
-	if err != nil {
-		return "", usageErr(cCtx, "%v", err)
-	}
-	return p, nil
+	return cCtx.Args().First(), nil
 }
 
 func snapshotSaveAction(cCtx *cli.Context) error {

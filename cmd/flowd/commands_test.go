@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -414,10 +416,34 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("snapshot save, inspect, restore", func(t *testing.T) {
-		file := filepath.Join(t.TempDir(), "state.snap")
-		r := tc.must(t, 0, "snapshot", "save", file)
-		if !strings.Contains(r.out, "saved snapshot at index") {
+		// Paths are refused: a snapshot is a file name in --snapshot-dir.
+		r := tc.must(t, 1, "snapshot", "save", filepath.Join(t.TempDir(), "state.snap"))
+		if !strings.Contains(r.err, "only inside --snapshot-dir") {
 			t.Fatalf("%s", r)
+		}
+		r = tc.must(t, 0, "snapshot", "save", "state.snap", "-o", "json")
+		var saved rpc.SnapshotResult
+		if err := json.Unmarshal([]byte(r.out), &saved); err != nil || filepath.Base(saved.Path) != "state.snap" {
+			t.Fatalf("%v\n%s", err, r)
+		}
+		file := saved.Path
+		// The leader reads it from its own --snapshot-dir: put a copy in
+		// every agent's, as an operator would copy it to the leader.
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tc.agents {
+			dst := filepath.Join(tc.dir, fmt.Sprintf("n%d", i+1), "snapshots", "state.snap")
+			if dst == file {
+				continue
+			}
+			if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		r = tc.must(t, 0, "snapshot", "inspect", file, "-o", "json")
 		var sum snapshotSummary
@@ -430,14 +456,14 @@ func TestCLI(t *testing.T) {
 		}
 		// A run submitted after the snapshot is gone once it is restored.
 		later := tc.submitID(t, writeFile(t, "manual.yaml", wfManual))
-		r = tc.must(t, 0, "snapshot", "restore", file)
+		r = tc.must(t, 0, "snapshot", "restore", "state.snap")
 		if !strings.Contains(r.out, "restored") {
 			t.Fatalf("%s", r)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), callTimeoutForTests)
 		defer cancel()
 		var run rpc.Run
-		err := tc.client(t).CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: later, Consistent: true}, &run)
+		err = tc.client(t).CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: later, Consistent: true}, &run)
 		if err == nil {
 			t.Fatalf("run %s submitted after the snapshot survived the restore (state %s)", later, run.State)
 		}
