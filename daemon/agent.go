@@ -120,7 +120,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		a.proxy.dial = a.tlsForwardDialer()
 	}
 	a.rate = newRateMeter(a.node.FSM())
-	methods := a.methods()
+	methods := a.audited(a.methods()) // admin calls logged (audit.go)
 	opts, err := a.clientOptions()
 	if err != nil {
 		return nil, err
