@@ -176,13 +176,17 @@ func TestPartitionedLeaderCannotCommit(t *testing.T) {
 	}
 }
 
-// The fencing story with the real reaper: a worker that stops heartbeating
-// loses its lease, the task is claimed again with a larger token, and the
-// stale completion is rejected.
+// The fencing story with the real reaper: a worker that acknowledged its
+// claim (a heartbeat) and then stops heartbeating loses its lease, the
+// task is claimed again with a larger token (a spent attempt, retried after
+// its backoff), and the stale completion is rejected.
 func TestFencingWithRealReaper(t *testing.T) {
 	c := NewTestCluster(t, 3, nil)
-	c.Propose(&fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"echo","lease_ms":200,"retry":{"max_attempts":3}}]}`)})
+	c.Propose(&fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"echo","lease_ms":200,"retry":{"max_attempts":3,"initial_backoff_ms":10}}]}`)})
 	first := claim(t, c, "stalled", 1)[0]
+	if res, _ := c.Propose(&fsm.Heartbeat{TaskID: first.TaskID, Token: first.FencingToken}); !res.(*fsm.AckResult).Accepted {
+		t.Fatal("heartbeat refused")
+	}
 	second := claim(t, c, "fresh", 1)[0] // only possible once the reaper expired the first lease
 	if second.FencingToken <= first.FencingToken || second.Attempt < 2 {
 		t.Fatalf("tokens %d then %d, attempt %d", first.FencingToken, second.FencingToken, second.Attempt)

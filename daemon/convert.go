@@ -62,7 +62,7 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 		out.Input = t.Input
 		for _, at := range t.Attempts {
 			out.Attempts = append(out.Attempts, rpc.Attempt{N: at.N, Worker: at.Worker, FencingToken: at.Token,
-				ClaimedAt: ms(at.ClaimedAt), EndedAt: ms(at.EndedAt), Outcome: at.Outcome, Error: at.Error, Compensation: at.Compensation})
+				ClaimedAt: ms(at.ClaimedAt), EndedAt: ms(at.EndedAt), AckedAt: ms(at.AckedAt), Outcome: at.Outcome, Error: at.Error, Compensation: at.Compensation})
 		}
 	}
 	return out

@@ -92,7 +92,7 @@ func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.Changed
 func toSettings(s fsm.Settings) rpc.Settings {
 	s = s.Effective()
 	return rpc.Settings{MaxRunningRuns: &s.MaxRunningRuns, RetentionMS: &s.RetentionMS,
-		BreakerFailures: &s.BreakerFailures, BreakerCooldownMS: &s.BreakerCooldownMS, EventWindow: &s.EventWindow}
+		BreakerFailures: &s.BreakerFailures, BreakerCooldownMS: &s.BreakerCooldownMS, EventWindow: &s.EventWindow, DefaultMaxAttempts: &s.DefaultMaxAttempts}
 }
 
 func (a *Agent) settingsGet(context.Context, struct{}) (rpc.Settings, error) {
@@ -105,7 +105,7 @@ func (a *Agent) settingsSet(ctx context.Context, p rpc.Settings) (rpc.Settings, 
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodSettingsSet, p, func(ctx context.Context) (rpc.Settings, error) {
 		res, _, err := propose[fsm.Settings](ctx, a.prop, &fsm.SettingsSet{MaxRunningRuns: p.MaxRunningRuns, RetentionMS: p.RetentionMS,
-			BreakerFailures: p.BreakerFailures, BreakerCooldownMS: p.BreakerCooldownMS, EventWindow: p.EventWindow}, alone)
+			BreakerFailures: p.BreakerFailures, BreakerCooldownMS: p.BreakerCooldownMS, EventWindow: p.EventWindow, DefaultMaxAttempts: p.DefaultMaxAttempts}, alone)
 		if err != nil {
 			return rpc.Settings{}, err
 		}

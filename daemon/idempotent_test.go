@@ -47,8 +47,15 @@ func TestResentClaimAndSubmitAreIdempotent(t *testing.T) {
 			t.Fatalf("via %s: re-sent claim answered %+v %v, first %+v", target.cfg.NodeID, again, err, first)
 		}
 		tk, err := c.GetTask(ctx, first[0].TaskID)
-		if err != nil || tk.Attempt != 1 {
-			t.Fatalf("via %s: task after a re-sent claim: attempt %d %v", target.cfg.NodeID, tk.Attempt, err)
+		if err != nil || tk.Attempt != 1 || len(tk.Attempts) != 1 || !tk.Attempts[0].AckedAt.IsZero() {
+			t.Fatalf("via %s: task after a re-sent claim: %+v %v, want one unacknowledged attempt", target.cfg.NodeID, tk, err)
+		}
+		// A heartbeat acknowledges the claim; task.get shows when.
+		if ack, err := c.Heartbeat(ctx, first[0].TaskID, first[0].FencingToken); err != nil || !ack.Accepted {
+			t.Fatalf("via %s: heartbeat: %+v %v", target.cfg.NodeID, ack, err)
+		}
+		if tk, err = c.GetTask(ctx, first[0].TaskID); err != nil || tk.Attempts[0].AckedAt.IsZero() {
+			t.Fatalf("via %s: acknowledged attempt shows no acked_at: %+v %v", target.cfg.NodeID, tk, err)
 		}
 		// The other task is still there for a new request.
 		p.RequestID, p.WaitMS = rpc.NewRequestID(), 0

@@ -169,6 +169,8 @@ func (a *applier) applySettingsSet(c *SettingsSet) any {
 		return fmt.Errorf("%w: breaker_cooldown_ms must be >= 0 (0 = default 30 s)", ErrInvalidArgument)
 	case c.EventWindow != nil && (*c.EventWindow < 0 || (*c.EventWindow > 0 && *c.EventWindow < 100)):
 		return fmt.Errorf("%w: event_window must be 0 (default) or at least 100", ErrInvalidArgument)
+	case c.DefaultMaxAttempts != nil && (*c.DefaultMaxAttempts < 0 || *c.DefaultMaxAttempts > a.limits.MaxAttempts):
+		return fmt.Errorf("%w: default_max_attempts must be 0 (the default, 1) to %d", ErrInvalidArgument, a.limits.MaxAttempts)
 	}
 	if c.MaxRunningRuns != nil {
 		s.MaxRunningRuns = *c.MaxRunningRuns
@@ -184,6 +186,9 @@ func (a *applier) applySettingsSet(c *SettingsSet) any {
 	}
 	if c.EventWindow != nil {
 		s.EventWindow = *c.EventWindow
+	}
+	if c.DefaultMaxAttempts != nil {
+		s.DefaultMaxAttempts = *c.DefaultMaxAttempts
 	}
 	a.settingsDirty = true
 	a.emit(Event{Kind: "settings", Transition: "set"})

@@ -28,7 +28,7 @@ func (a *applier) applySubmit(c *Submit) any {
 	if err := a.checkRunInput(c.Input, c.Labels, c.IfFull); err != nil {
 		return err
 	}
-	r, err := a.createRun(c.ID, c.Spec.Normalize(), c.Input, c.Labels, "", nil, c.IfFull, c.Nonce)
+	r, err := a.createRun(c.ID, c.Spec.NormalizeWith(a.getSettings().DefaultMaxAttempts), c.Input, c.Labels, "", nil, c.IfFull, c.Nonce)
 	if err != nil {
 		return err
 	}

@@ -244,7 +244,7 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 	parent.Dependents = append(append([]string(nil), oldDependents...), keys...)
 	var created []*Task
 	for i, raw := range children {
-		ch := raw.Normalize()
+		ch := raw.NormalizeWith(a.getSettings().DefaultMaxAttempts)
 		deps := append([]string{parent.Key}, ch.Deps...)
 		t := &Task{
 			RunID: r.ID, Key: ch.Key, Seq: have + i, Type: ch.Type, Queue: ch.Queue, Input: ch.Input,

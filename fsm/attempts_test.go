@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -226,18 +227,30 @@ func TestUnackedCompensationExpiryDoesNotSpendAnAttempt(t *testing.T) {
 	h.wantRun("r", domain.RunReverted)
 }
 
-// The default retry policy: 10 attempts, exponential backoff from 1 s,
-// doubling, capped at 60 s.
+// The default retry policy: one attempt (the protocol's default) unless
+// the cluster's default_max_attempts says otherwise; set to 10, a task that
+// sets none gets 10 attempts with exponential backoff from 1 s, doubling,
+// capped at 60 s. A run keeps the policy it was submitted with.
 func TestDefaultRetryPolicyRetriesWithBackoff(t *testing.T) {
 	h := newSem(t)
-	h.ok(&SettingsSet{BreakerFailures: ptr(-1)}) // ten failures in a row would open it
+	h.submit("one", `{"tasks":[{"key":"x","type":"other"}]}`)
+	if p := h.task("one", "x").Retry; p.MaxAttempts != 1 {
+		t.Fatalf("default max_attempts %d, want 1 (PROTOCOL.md)", p.MaxAttempts)
+	}
+	h.ok(&SettingsSet{BreakerFailures: ptr(-1), DefaultMaxAttempts: ptr(domain.RecommendedMaxAttempts)}) // ten failures in a row would open a breaker
+	if err, _ := h.apply(&SettingsSet{DefaultMaxAttempts: ptr(1000)}).(error); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("default_max_attempts 1000: %v, want invalid", err)
+	}
 	h.submit("r", `{"tasks":[{"key":"x","type":"t"}]}`)
+	if p := h.task("one", "x").Retry; p.MaxAttempts != 1 {
+		t.Fatalf("an existing run's policy changed to %d attempts", p.MaxAttempts)
+	}
 	x := h.task("r", "x")
 	if x.Retry != (domain.RetryPolicy{MaxAttempts: 10, InitialBackoffMS: 1000, MaxBackoffMS: 60_000, Multiplier: 2}) {
 		t.Fatalf("default policy %+v", x.Retry)
 	}
 	for n := 1; n <= 10; n++ {
-		c := h.claimOne("w")
+		c := h.claim("w", 1, "t")[0]
 		if c.Attempt != n {
 			t.Fatalf("claim is attempt %d, want %d", c.Attempt, n)
 		}

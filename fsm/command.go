@@ -194,6 +194,8 @@ type SettingsSet struct {
 	BreakerFailures   *int   `json:"breaker_failures,omitempty"`
 	BreakerCooldownMS *int64 `json:"breaker_cooldown_ms,omitempty"`
 	EventWindow       *int   `json:"event_window,omitempty"`
+	// DefaultMaxAttempts: 0 (the contract's 1) or 1..Limits.MaxAttempts.
+	DefaultMaxAttempts *int `json:"default_max_attempts,omitempty"`
 }
 
 // GC removes finished runs older than the retention period.

@@ -219,6 +219,9 @@ type Settings struct {
 	BreakerFailures   int   `json:"breaker_failures"`    // 0 = default (5); <0 disables
 	BreakerCooldownMS int64 `json:"breaker_cooldown_ms"` // 0 = default (30 s)
 	EventWindow       int   `json:"event_window"`        // 0 = default (100000)
+	// DefaultMaxAttempts is max_attempts for a task that sets none (0 =
+	// domain.DefaultMaxAttempts, 1), applied when the run is submitted.
+	DefaultMaxAttempts int `json:"default_max_attempts,omitempty"`
 }
 
 // Defaults for zero settings.

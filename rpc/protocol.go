@@ -182,6 +182,10 @@ type Attempt struct {
 	FencingToken uint64    `json:"fencing_token"`
 	ClaimedAt    time.Time `json:"claimed_at"`
 	EndedAt      time.Time `json:"ended_at,omitzero"`
+	// AckedAt is when the worker acknowledged the claim (its first
+	// heartbeat, complete or fail); absent: never (an expiry then spends
+	// no attempt, outcome lease_unacked).
+	AckedAt      time.Time `json:"acked_at,omitzero"`
 	Outcome      string    `json:"outcome"`
 	Error        string    `json:"error,omitempty"`
 	Compensation bool      `json:"compensation,omitempty"`
@@ -485,6 +489,9 @@ type Settings struct {
 	BreakerFailures   *int   `json:"breaker_failures,omitempty"`
 	BreakerCooldownMS *int64 `json:"breaker_cooldown_ms,omitempty"`
 	EventWindow       *int   `json:"event_window,omitempty"`
+	// DefaultMaxAttempts is max_attempts for tasks that set none, applied
+	// at submit (0 = 1, the protocol's default).
+	DefaultMaxAttempts *int `json:"default_max_attempts,omitempty"`
 }
 
 // Worker is a worker the leader has seen recently (workers.list).

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -27,6 +28,7 @@ var settingsCommand = &cli.Command{
 				&cli.IntFlag{Name: "breaker-failures", Usage: "consecutive failures of a task type that open its breaker (0 = default 5, <0 disables)"},
 				&cli.DurationFlag{Name: "breaker-cooldown", Usage: "an open breaker half-opens after `DUR` (0 = default 30s)"},
 				&cli.IntFlag{Name: "event-window", Usage: "events retained (0 = default 100000)"},
+				&cli.IntFlag{Name: "default-max-attempts", Usage: "max_attempts of tasks that set none, for runs submitted from now on (0 = default 1; 10 retries like Temporal or Asynq)"},
 			},
 			Action: settingsSetAction,
 		},
@@ -85,8 +87,15 @@ func settingsSetAction(cCtx *cli.Context) error {
 		}
 		in.EventWindow, n = &v, n+1
 	}
+	if cCtx.IsSet("default-max-attempts") {
+		v := cCtx.Int("default-max-attempts")
+		if v < 0 {
+			return usageErr(cCtx, "--default-max-attempts must not be negative")
+		}
+		in.DefaultMaxAttempts, n = &v, n+1
+	}
 	if n == 0 {
-		return usageErr(cCtx, "nothing to set: give at least one of --max-running-runs, --retention, --breaker-failures, --breaker-cooldown, --event-window")
+		return usageErr(cCtx, "nothing to set: give at least one of --max-running-runs, --retention, --breaker-failures, --breaker-cooldown, --event-window, --default-max-attempts")
 	}
 	var s *rpc.Settings
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
@@ -145,6 +154,11 @@ func printSettings(cCtx *cli.Context, s *rpc.Settings) error {
 		row(tw, "event_window", fmt.Sprintf("0 (default %d)", fsm.DefaultEventWindow))
 	} else {
 		row(tw, "event_window", e)
+	}
+	if m := iv(s.DefaultMaxAttempts); m == 0 {
+		row(tw, "default_max_attempts", fmt.Sprintf("0 (default %d)", domain.DefaultMaxAttempts))
+	} else {
+		row(tw, "default_max_attempts", m)
 	}
 	return tw.Flush()
 }

@@ -42,14 +42,17 @@ const (
 
 // Defaults applied by Normalize.
 //
-// The default retry policy is what users of Temporal and Asynq expect:
-// several attempts with exponential backoff. 10 attempts, the first retry
-// after 0.5-1 s, doubling, capped at 30-60 s: a task that keeps failing
-// gives up after 2-4 minutes (9 backoffs), which rides out a short outage
-// of what it calls. Set max_attempts: 1 for a task that must not be retried.
+// max_attempts defaults to 1, as the client contract (PROTOCOL.md) fixes
+// it; a cluster can raise its own default (settings default_max_attempts,
+// NormalizeWith), e.g. to RecommendedMaxAttempts: what users of Temporal
+// and Asynq expect, several attempts with exponential backoff. With 10
+// attempts, the first retry after 0.5-1 s, doubling, capped at 30-60 s, a
+// task that keeps failing gives up after 2-4 minutes (9 backoffs), which
+// rides out a short outage of what it calls.
 const (
 	DefaultQueue            = "default"
-	DefaultMaxAttempts      = 10
+	DefaultMaxAttempts      = 1
+	RecommendedMaxAttempts  = 10
 	DefaultLeaseMS          = 30_000
 	DefaultInitialBackoffMS = 1_000
 	DefaultMaxBackoffMS     = 60_000
@@ -101,20 +104,31 @@ func ValidKey(s string) bool { return keyPattern.MatchString(s) }
 // Normalize returns a copy of the spec with every default filled in. The
 // frozen spec of a run is the normalized one, so later default changes never
 // alter a run that already exists.
-func (s Spec) Normalize() Spec {
+func (s Spec) Normalize() Spec { return s.NormalizeWith(DefaultMaxAttempts) }
+
+// NormalizeWith is Normalize with maxAttempts as the default max_attempts
+// (the cluster's setting; < 1 means DefaultMaxAttempts).
+func (s Spec) NormalizeWith(maxAttempts int) Spec {
 	out := s
 	if out.OnFailure == "" {
 		out.OnFailure = OnFailureFail
 	}
 	out.Tasks = make([]TaskSpec, len(s.Tasks))
 	for i, t := range s.Tasks {
-		out.Tasks[i] = t.Normalize()
+		out.Tasks[i] = t.NormalizeWith(maxAttempts)
 	}
 	return out
 }
 
 // Normalize returns a copy of the task spec with defaults filled in.
-func (t TaskSpec) Normalize() TaskSpec {
+func (t TaskSpec) Normalize() TaskSpec { return t.NormalizeWith(DefaultMaxAttempts) }
+
+// NormalizeWith is Normalize with maxAttempts as the default max_attempts
+// (< 1 means DefaultMaxAttempts).
+func (t TaskSpec) NormalizeWith(maxAttempts int) TaskSpec {
+	if maxAttempts < 1 {
+		maxAttempts = DefaultMaxAttempts
+	}
 	if t.Queue == "" {
 		t.Queue = DefaultQueue
 	}
@@ -126,7 +140,7 @@ func (t TaskSpec) Normalize() TaskSpec {
 		r = *t.Retry
 	}
 	if r.MaxAttempts == 0 {
-		r.MaxAttempts = DefaultMaxAttempts
+		r.MaxAttempts = maxAttempts
 	}
 	if r.InitialBackoffMS == 0 {
 		r.InitialBackoffMS = DefaultInitialBackoffMS

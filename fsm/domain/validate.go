@@ -256,7 +256,7 @@ func validateTasks(tasks []TaskSpec, prefix string, existing map[string]bool, li
 		if r := t.Retry; r != nil {
 			rp := path + ".retry"
 			if r.MaxAttempts < 0 || r.MaxAttempts > lim.MaxAttempts {
-				ps.add(CodeBadRetryPolicy, rp+".max_attempts", "max_attempts %d must be between 1 and %d (0 means the default, %d)", r.MaxAttempts, lim.MaxAttempts, DefaultMaxAttempts)
+				ps.add(CodeBadRetryPolicy, rp+".max_attempts", "max_attempts %d must be between 1 and %d (0 means the cluster's default: 1 unless settings default_max_attempts says otherwise)", r.MaxAttempts, lim.MaxAttempts)
 			}
 			if r.InitialBackoffMS < 0 || r.InitialBackoffMS > lim.MaxBackoffMS {
 				ps.add(CodeBadRetryPolicy, rp+".initial_backoff_ms", "initial_backoff_ms %d must be between 0 and %d", r.InitialBackoffMS, lim.MaxBackoffMS)

@@ -230,9 +230,10 @@ func TestParseSpecValidAndNormalize(t *testing.T) {
 	}
 
 	n := spec.Normalize()
+	n2 := spec.NormalizeWith(10) // a cluster whose default_max_attempts is 10
 	a, b := n.Tasks[0], n.Tasks[1]
 	if n.OnFailure != OnFailureFail || a.Queue != "default" || a.LeaseMS != 30000 || a.Retry == nil ||
-		a.Retry.MaxAttempts != DefaultMaxAttempts || DefaultMaxAttempts != 10 || a.Retry.InitialBackoffMS != DefaultInitialBackoffMS ||
+		a.Retry.MaxAttempts != DefaultMaxAttempts || DefaultMaxAttempts != 1 || n2.Tasks[0].Retry.MaxAttempts != 10 || a.Retry.InitialBackoffMS != DefaultInitialBackoffMS ||
 		a.Retry.MaxBackoffMS != DefaultMaxBackoffMS || a.Retry.Multiplier != DefaultMultiplier || a.Deps != nil {
 		t.Errorf("defaults not filled: %+v retry %+v", a, a.Retry)
 	}
