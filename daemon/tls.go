@@ -192,4 +192,3 @@ func (a *Agent) tlsForwardDialer() forwardDialer {
 func forwardable(method string) bool {
 	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList
 }
-

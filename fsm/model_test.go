@@ -48,7 +48,7 @@ type mTask struct {
 	leaseMS              int64
 	state                domain.TaskState
 	attempt, compAttempt int
-	unacked, compUnacked int // expiries of unacknowledged leases not counted
+	unacked, compUnacked int    // expiries of unacknowledged leases not counted
 	token                uint64 // last claim's token
 	leased               bool
 	leaseExp, retryAt    int64
