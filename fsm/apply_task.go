@@ -56,6 +56,9 @@ func ValidClaimIDs(worker, req string) bool {
 // req), as that claim answered them (same tokens), in task id order.
 func (a *applier) claimedBy(worker, req string) []Claimed {
 	prefix := claimReqPrefix(worker, req)
+	if p, ok := a.tx.(prefixProber); ok && !p.mayHavePrefix(prefix) {
+		return nil // the usual case: a fresh request holds no leases
+	}
 	var ids []string
 	must(a.tx.Scan(prefix, nil, false, func(k, _ []byte) bool {
 		ids = append(ids, string(k[len(prefix):]))

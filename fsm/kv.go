@@ -323,3 +323,34 @@ func prefixEnd(prefix []byte) []byte {
 	}
 	return nil
 }
+
+// prefixProber is an optional Reader method: whether any key may start
+// with prefix. false is certain; true may be wrong (a reader that cannot
+// tell cheaply says true).
+type prefixProber interface {
+	mayHavePrefix(prefix []byte) bool
+}
+
+// mayHavePrefix reports whether a Scan of prefix could find anything: one
+// B-tree seek here and one in a base that can tell, instead of a merged
+// scan (the applier asks this for every claim's request id, which almost
+// never has leases).
+func (o *overlay) mayHavePrefix(prefix []byte) bool {
+	if firstWithPrefix(o.items, prefix) {
+		return true // a write or a tombstone: let Scan decide
+	}
+	if p, ok := o.base.(prefixProber); ok {
+		return p.mayHavePrefix(prefix)
+	}
+	return true
+}
+
+// firstWithPrefix reports whether t holds a key starting with prefix.
+func firstWithPrefix(t *btree.BTreeG[item], prefix []byte) bool {
+	found := false
+	t.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
+		found = bytes.HasPrefix(it.key, prefix)
+		return false
+	})
+	return found
+}

@@ -112,3 +112,51 @@ func TestOverlaySetNewDeletesWithoutTombstone(t *testing.T) {
 		t.Fatalf("writes %+v, want only the tombstone of k/old", ws)
 	}
 }
+
+// mayHavePrefix never says false for a prefix a Scan would find keys
+// under, through an overlay over the indexed store's mirror; it says false
+// for a prefix with nothing under it.
+func TestMayHavePrefixNeverMissesAKey(t *testing.T) {
+	idx, err := NewIndexedStore(NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := claimReqKey("w", "r1", "run/a")
+	if err := idx.Commit([][]Write{{{Key: held, Val: []byte{}}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, release, err := idx.ApplyView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	o := newOverlay(r)
+	scanFinds := func(prefix []byte) bool {
+		n := 0
+		_ = o.Scan(prefix, nil, false, func(_, _ []byte) bool { n++; return true })
+		return n > 0
+	}
+	check := func(what string, prefix []byte, want bool) {
+		t.Helper()
+		got := o.mayHavePrefix(prefix)
+		if scanFinds(prefix) && !got {
+			t.Fatalf("%s: mayHavePrefix false but a scan finds keys", what)
+		}
+		if got != want {
+			t.Fatalf("%s: mayHavePrefix %v, want %v", what, got, want)
+		}
+	}
+	check("a request with a lease in the store", claimReqPrefix("w", "r1"), true)
+	check("a fresh request", claimReqPrefix("w", "r2"), false)
+	check("a request id that extends another", claimReqPrefix("w", "r"), false)
+	if err := o.Set(claimReqKey("w", "r2", "run/b"), []byte{}); err != nil {
+		t.Fatal(err)
+	}
+	check("a lease written in this batch", claimReqPrefix("w", "r2"), true)
+	if err := o.Delete(held); err != nil {
+		t.Fatal(err)
+	}
+	if !o.mayHavePrefix(claimReqPrefix("w", "r1")) || scanFinds(claimReqPrefix("w", "r1")) {
+		t.Fatal("a deleted lease: mayHavePrefix may say true (the scan decides), the scan must find nothing")
+	}
+}

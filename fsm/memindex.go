@@ -318,3 +318,24 @@ func coversDerived(prefix []byte) bool {
 	}
 	return false
 }
+
+// mayHavePrefix implements prefixProber: a hot prefix is answered by the
+// mirror, any other may hold keys.
+func (r indexedReader) mayHavePrefix(prefix []byte) bool {
+	if len(prefix) > 0 && isHot(prefix) {
+		return r.mem.mayHavePrefix(prefix)
+	}
+	return true
+}
+
+// mayHavePrefix reports whether the store may hold keys under a hot
+// prefix, from the mirror alone (no view taken): false is certain as of
+// the last commit.
+func (s *IndexedStore) mayHavePrefix(prefix []byte) bool {
+	if len(prefix) == 0 || !isHot(prefix) {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return firstWithPrefix(s.mem, prefix)
+}

@@ -76,3 +76,5 @@ func (r memReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte)
 	o.walk(prefix, start, reverse, func(it item) bool { return fn(it.key, it.val) })
 	return nil
 }
+
+func (r memReader) mayHavePrefix(prefix []byte) bool { return firstWithPrefix(r.t, prefix) }

@@ -580,6 +580,9 @@ func (f *FSM) ClaimedBy(worker, req string) ([]Claimed, error) {
 	if req == "" || !ValidClaimIDs(worker, req) {
 		return nil, nil
 	}
+	if p, ok := f.store.(prefixProber); ok && !p.mayHavePrefix(claimReqPrefix(worker, req)) {
+		return nil, nil // the usual case, without taking a view
+	}
 	var out []Claimed
 	err := f.View(func(r Reader) error {
 		prefix := claimReqPrefix(worker, req)
