@@ -61,9 +61,11 @@ bench-queues: build
 	  N=$${N:-10000} PASSES=$${PASSES:-3} EXTRA_PEERS="flowd-leader" EXTRA_WS="1 64" \
 	  PACED_PEERS="flowd asynq-always pgskiplocked" bash $(QUEUES)/run.sh
 
-# CPU profiles of the agents while the harness runs flowd at W=64.
+# CPU profiles of the agents while the harness runs flowd at W=64 (the agents
+# serve /debug/pprof only with --pprof: FLOWD_PPROF=1 reaches them through
+# flowd dev).
 bench-profile: build
-	FLOWD_BIN=$(BIN) bash $(QUEUES)/profile-flowd.sh
+	FLOWD_PPROF=1 FLOWD_BIN=$(BIN) bash $(QUEUES)/profile-flowd.sh
 
 image: build
 	docker build -t flowd:$(VERSION) -t flowd:dev -f examples/deploy/Dockerfile .
