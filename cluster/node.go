@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
@@ -284,7 +285,8 @@ func (n *Node) openStores() error {
 	}
 	n.fsm = f
 	if cfg.LogStore == nil || cfg.StableStore == nil {
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft", "raft.db")})
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft", "raft.db"),
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
 		if err != nil {
 			return fmt.Errorf("open raft log in %s: %w (is another agent using this --data-dir?)", cfg.DataDir, err)
 		}
