@@ -115,9 +115,15 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
-	SnapshotThreshold  uint64
-	SnapshotInterval   time.Duration
-	TrailingLogs       uint64
+	// LogCacheBytes bounds the memory of the cache of recent raft log
+	// entries (0: DefaultLogCacheBytes).
+	LogCacheBytes int
+	// StateCacheBytes is the state store's block cache (0: the store's
+	// default, 32 MiB).
+	StateCacheBytes   int64
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
 	// MinFreeBytes: below this much free space on the data dir's file
 	// system the node stops cleanly (storage.go). 0: DefaultMinFreeBytes;
 	// negative: never.
@@ -267,7 +273,7 @@ func (n *Node) openStores() error {
 	n.store = cfg.Store
 	var badgerStore *fsm.BadgerStore
 	if n.store == nil {
-		bs, err := fsm.OpenBadger(filepath.Join(cfg.DataDir, "state"), fsm.BadgerOptions{Logger: n.log})
+		bs, err := fsm.OpenBadger(filepath.Join(cfg.DataDir, "state"), fsm.BadgerOptions{Logger: n.log, BlockCacheSize: cfg.StateCacheBytes})
 		if err != nil {
 			return err
 		}
@@ -292,11 +298,7 @@ func (n *Node) openStores() error {
 		}
 		n.closers = append(n.closers, bolt)
 		if n.cfg.LogStore == nil {
-			cache, err := raft.NewLogCache(1024, &checkedLogStore{LogStore: bolt, n: n})
-			if err != nil {
-				return err
-			}
-			n.cfg.LogStore = cache
+			n.cfg.LogStore = newByteBoundedLogCache(&checkedLogStore{LogStore: bolt, n: n}, cfg.LogCacheBytes)
 		}
 		if n.cfg.StableStore == nil {
 			n.cfg.StableStore = &checkedStableStore{StableStore: bolt, n: n}

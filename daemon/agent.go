@@ -110,6 +110,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, CommitTimeout: cfg.CommitTimeout,
+		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes,
 		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
 	})
 	if err != nil {

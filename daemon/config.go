@@ -77,6 +77,11 @@ type Config struct {
 	// anyway, so the follower learns the commit index once traffic stops
 	// (see cluster/DESIGN.md, "Idle cost"). Zero: cluster.DefaultCommitTimeout.
 	CommitTimeout time.Duration `json:"raft_commit_timeout,omitempty"`
+	// RaftLogCacheBytes bounds the cache of recent raft log entries; zero:
+	// cluster.DefaultLogCacheBytes (64 MiB).
+	RaftLogCacheBytes int `json:"raft_log_cache_bytes,omitempty"`
+	// StateCacheBytes is the state store's block cache; zero: 32 MiB.
+	StateCacheBytes int64 `json:"state_cache_bytes,omitempty"`
 	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
 	// leadership).
 	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
@@ -187,6 +192,12 @@ func (c Config) Merge(over Config) Config {
 	if over.CommitTimeout != 0 {
 		c.CommitTimeout = over.CommitTimeout
 	}
+	if over.RaftLogCacheBytes != 0 {
+		c.RaftLogCacheBytes = over.RaftLogCacheBytes
+	}
+	if over.StateCacheBytes != 0 {
+		c.StateCacheBytes = over.StateCacheBytes
+	}
 	if over.ShutdownTimeout != 0 {
 		c.ShutdownTimeout = over.ShutdownTimeout
 	}
@@ -235,6 +246,9 @@ func (c *Config) Normalize() error {
 				c.ForwardAdvertise = adv
 			}
 		}
+	}
+	if c.RaftLogCacheBytes < 0 || c.StateCacheBytes < 0 {
+		problems = append(problems, "--raft-log-cache-bytes and --state-cache-bytes must not be negative (0: the defaults, 64 MiB and 32 MiB)")
 	}
 	if c.CommitTimeout != 0 && (c.CommitTimeout < time.Millisecond || 2*c.CommitTimeout > readFenceWait) {
 		// A follower may learn a commit up to twice this late once traffic
