@@ -67,6 +67,7 @@ var agentCommand = &cli.Command{
 		&cli.IntFlag{Name: "raft-log-cache-bytes", EnvVars: []string{"FLOWD_RAFT_LOG_CACHE_BYTES"}, Usage: "memory for the cache of recent raft log entries (an entry that does not fit is read from the log file)", DefaultText: "67108864 (64 MiB)"},
 		&cli.Int64Flag{Name: "state-cache-bytes", EnvVars: []string{"FLOWD_STATE_CACHE_BYTES"}, Usage: "the state store's block cache (badger); the state store also holds two 64 MiB memtables and a 16 MiB index cache", DefaultText: "33554432 (32 MiB)"},
 		&cli.DurationFlag{Name: "raft-commit-timeout", EnvVars: []string{"FLOWD_RAFT_COMMIT_TIMEOUT"}, Usage: "how long the leader waits, with nothing new to replicate, before telling followers the commit index anyway (lower: followers apply sooner once traffic stops; higher: less idle CPU; at most 500ms)", DefaultText: "100ms"},
+		&cli.Int64Flag{Name: "memory-limit", EnvVars: []string{"FLOWD_MEMORY_LIMIT"}, Usage: "soft limit of the agent's Go memory in bytes (as GOMEMLIMIT; GOMEMLIMIT, if set, wins): near it the GC runs more often instead of letting the heap grow (0 = none)"},
 		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 200, Usage: "Go GC target (as GOGC; GOGC, if set, wins): higher spends less CPU on garbage collection and more memory"},
 		&cli.DurationFlag{Name: "shutdown-timeout", EnvVars: []string{"FLOWD_SHUTDOWN_TIMEOUT"}, Usage: "bound on a graceful stop (drain clients, hand over leadership)", DefaultText: "10s"},
 	},
@@ -134,6 +135,12 @@ func agentAction(cCtx *cli.Context) error {
 		// command allocates: the default GOGC=100 collects several times a
 		// second under load.
 		debug.SetGCPercent(cCtx.Int("gc-percent"))
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cCtx.Int64("memory-limit") > 0 {
+		// With gc-percent 200 the heap may grow to three times what is
+		// live; a soft limit bounds that (the runtime caps the GC's CPU
+		// near it, so it cannot thrash).
+		debug.SetMemoryLimit(cCtx.Int64("memory-limit"))
 	}
 	// SIGHUP reloads certificates; caught from here on, so one sent
 	// during start-up does not kill the agent.
