@@ -2,9 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -402,26 +399,13 @@ func (f *FSM) LatestEvents(runID string, limit int) ([]Event, error) {
 // applied index it describes. Two replicas at the same applied index have
 // the same digest, or they diverged.
 func (f *FSM) Digest() (string, uint64, error) {
-	h := sha256.New()
+	var d string
 	var idx uint64
-	err := f.View(func(r Reader) error {
-		v, _, err := r.Get(keyApplied)
-		if err != nil {
-			return err
-		}
-		idx = getU64(v)
-		var n [8]byte
-		return r.Scan(nil, nil, false, func(k, v []byte) bool {
-			binary.BigEndian.PutUint64(n[:], uint64(len(k)))
-			h.Write(n[:])
-			h.Write(k)
-			binary.BigEndian.PutUint64(n[:], uint64(len(v)))
-			h.Write(n[:])
-			h.Write(v)
-			return true
-		})
+	err := f.View(func(r Reader) (err error) {
+		d, idx, err = digestOf(r) // the digest check hashes the same way
+		return err
 	})
-	return hex.EncodeToString(h.Sum(nil)), idx, err
+	return d, idx, err
 }
 
 // Deadlines says when the leader's loops next have work: the earliest lease
