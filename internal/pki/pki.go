@@ -97,11 +97,7 @@ func CreateCA(dir string, validity time.Duration) (certPath, keyPath string, err
 	if err := refuseExisting(certPath, keyPath); err != nil {
 		return "", "", err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKeyAndSerial()
 	if err != nil {
 		return "", "", err
 	}
@@ -153,11 +149,7 @@ func CreateNodeCert(caDir, id, dir string, opts NodeCertOptions) (certPath, keyP
 	if err := refuseExisting(certPath, keyPath); err != nil {
 		return "", "", err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", err
-	}
-	serial, err := newSerial()
+	key, serial, err := newKeyAndSerial()
 	if err != nil {
 		return "", "", err
 	}
@@ -200,6 +192,16 @@ func ValidNodeID(id string) error {
 		}
 	}
 	return nil
+}
+
+// newKeyAndSerial makes a certificate's P-256 key and random serial.
+func newKeyAndSerial() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := newSerial()
+	return key, serial, err
 }
 
 func newSerial() (*big.Int, error) {
