@@ -103,6 +103,10 @@ func (a *Agent) audit(ctx context.Context, level slog.Level, method string, raw 
 	if ok {
 		attrs = append(attrs, slog.String("roles", c.Roles.String()))
 	}
+	if o, fwd := rpc.OriginOf(ctx); fwd {
+		// A forwarded call: whom the follower served (uid on its socket).
+		attrs = append(attrs, slog.String("for", o.String()), slog.String("for_roles", o.Roles.String()))
+	}
 	if isForwarded(ctx) {
 		attrs = append(attrs, slog.Bool("forwarded", true))
 	}

@@ -213,6 +213,10 @@ func TestAuditForwardedCall(t *testing.T) {
 	if ps, _ := le[0]["params"].(map[string]any); ps["name"] != "q1" {
 		t.Fatalf("leader's audit params: %v", le[0])
 	}
+	// The forwarded call carries whom the follower served.
+	if who, _ := le[0]["for"].(string); !strings.Contains(who, fmt.Sprintf("uid %d ", os.Getuid())) || le[0]["for_roles"] == nil {
+		t.Fatalf("leader's audit does not name the original caller: %v", le[0])
+	}
 	for _, a := range fs[1:] {
 		if e := logOf(a).audits(t); len(e) != 0 {
 			t.Fatalf("an uninvolved agent audited: %v", e)

@@ -226,12 +226,32 @@ type forwardCall struct {
 	// DeadlineMS is the caller's deadline in Unix ms (0: none). Node clocks
 	// must agree to well within a request's budget (10 s for writes).
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// For is the client the follower served, with the roles it checked:
+	// the leader checks them again and audits the call as theirs.
+	For *forwardOrigin `json:"for,omitempty"`
+}
+
+// forwardOrigin is rpc.Caller on the wire.
+type forwardOrigin struct {
+	UID   int      `json:"uid"`
+	GID   int      `json:"gid"`
+	PID   int      `json:"pid"`
+	Addr  string   `json:"addr,omitempty"`
+	Roles rpc.Role `json:"roles"`
+}
+
+func originOf(ctx context.Context) *forwardOrigin {
+	c, ok := rpc.CallerOf(ctx)
+	if !ok {
+		return nil // an agent's own call (no client)
+	}
+	return &forwardOrigin{UID: c.UID, GID: c.GID, PID: c.PID, Addr: c.Addr, Roles: c.Roles}
 }
 
 // forward sends one forwarded call to the leader at addr. It gives up at
 // once when leadership changes (epoch ends): the caller re-routes.
 func (p *leaderProxy) forward(ctx, epoch context.Context, addr, method string, params, out any) error {
-	env := forwardCall{Method: method, Params: params}
+	env := forwardCall{Method: method, Params: params, For: originOf(ctx)}
 	if d, ok := ctx.Deadline(); ok {
 		env.DeadlineMS = d.UnixMilli()
 	}
@@ -367,11 +387,19 @@ func serveForwarded(methods map[string]rpc.Handler) rpc.Handler {
 		Method     string          `json:"method"`
 		Params     json.RawMessage `json:"params"`
 		DeadlineMS int64           `json:"deadline_ms"`
+		For        *forwardOrigin  `json:"for"`
 	}
 	return rpc.Func(func(ctx context.Context, env envelope) (any, error) {
 		h, ok := methods[env.Method]
 		if !ok {
 			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "the forwarding port does not serve %q", env.Method)
+		}
+		if o := env.For; o != nil {
+			c := rpc.Caller{UID: o.UID, GID: o.GID, PID: o.PID, Addr: o.Addr, Roles: o.Roles}
+			if c.Roles&rpc.MethodRoles(env.Method) == 0 {
+				return nil, rpc.Denied(c, env.Method) // the follower checked too
+			}
+			ctx = rpc.WithOrigin(ctx, c)
 		}
 		if env.DeadlineMS > 0 {
 			d := time.UnixMilli(env.DeadlineMS)

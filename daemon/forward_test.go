@@ -53,3 +53,33 @@ func TestForwardedRequestPastItsDeadlineIsNotExecuted(t *testing.T) {
 		t.Fatalf("snapshot.save through the envelope: %v, want -32601", err)
 	}
 }
+
+// The leader checks a forwarded call against the roles the follower saw
+// for its caller: a worker-role caller's settings.set is refused there
+// too, whatever the forwarding member may do.
+func TestForwardedCallCarriesItsCallersRoles(t *testing.T) {
+	agents := startAgents(t, 3)
+	leader, _ := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := rpc.Dial(ctx, "tcp://"+leader.cfg.ForwardAddr, rpc.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var out any
+	max := 3
+	err = conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodSettingsSet, Params: rpc.Settings{MaxRunningRuns: &max},
+		For: &forwardOrigin{UID: 65534, GID: 65534, PID: 1, Roles: rpc.RoleWorker}}, &out)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodePermissionDenied {
+		t.Fatalf("a worker's forwarded settings.set: %v, want -32007", err)
+	}
+	if s, err := client(t, leader).Settings(ctx); err != nil || s.MaxRunningRuns != nil && *s.MaxRunningRuns == 3 {
+		t.Fatalf("the refused settings.set took effect: %+v %v", s, err)
+	}
+	if err := conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodTaskHeartbeat, Params: rpc.HeartbeatParams{TaskID: "r/a", FencingToken: 1},
+		For: &forwardOrigin{UID: 65534, GID: 65534, PID: 1, Roles: rpc.RoleWorker}}, &out); errors.As(err, &re) && re.Code == rpc.CodePermissionDenied {
+		t.Fatalf("a worker's forwarded heartbeat was refused: %v", err)
+	}
+}

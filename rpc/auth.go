@@ -139,6 +139,32 @@ func CallerOf(ctx context.Context) (Caller, bool) {
 	return Caller{UID: -1, GID: -1, PID: -1}, false
 }
 
+type originKey struct{}
+
+// WithOrigin records the caller a forwarded call is made for: the client
+// the forwarding agent served (its connection's Caller is the member).
+func WithOrigin(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, originKey{}, c)
+}
+
+// OriginOf returns the caller a forwarded call was made for; ok is false
+// for a call that was not forwarded on someone's behalf.
+func OriginOf(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(originKey{}).(Caller)
+	return c, ok
+}
+
+// Denied is the -32007 answer for method to caller c (who lacks need).
+func Denied(c Caller, method string) *Error {
+	need := MethodRoles(method)
+	return &Error{Code: CodePermissionDenied,
+		Message: fmt.Sprintf("permission denied: %s needs the %s role and this caller (%s) has %s; "+
+			"an operator can allow it with the agent's --allow-* flags (docs/operations.md, \"Security\")",
+			method, roleList(need), c.String(), c.Roles),
+		Data: mustJSON(map[string]any{"method": method, "role": c.Roles.String(), "needs": roleList(need)}),
+	}
+}
+
 // ConnID returns a value that identifies the connection serving ctx
 // (comparable, usable as a map key), or nil outside a connection.
 func ConnID(ctx context.Context) any {
@@ -166,13 +192,7 @@ type AdmitFunc func(nc net.Conn) (peer Caller, release func(), err error)
 func (s *Server) denied(cs *connState, method string, need Role) error {
 	p := cs.peer
 	s.log.Warn("rpc: permission denied", append([]any{"method", method, "roles", p.Roles.String(), "needs", need.String()}, p.LogAttrs()...)...)
-	who := p.String()
-	return &Error{Code: CodePermissionDenied,
-		Message: fmt.Sprintf("permission denied: %s needs the %s role and this caller (%s) has %s; "+
-			"an operator can allow it with the agent's --allow-* flags (docs/operations.md, \"Security\")",
-			method, roleList(need), who, p.Roles),
-		Data: mustJSON(map[string]any{"method": method, "role": p.Roles.String(), "needs": roleList(need)}),
-	}
+	return Denied(p, method)
 }
 
 func roleList(r Role) string {
