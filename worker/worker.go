@@ -491,7 +491,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 			if len(ack.Tasks) > 0 {
 				// Max 1: exactly this slot's next task. Should an agent
 				// answer more, the rest are not run here; their leases
-				// expire and they are retried.
+				// expire unacknowledged, which spends no attempt.
 				return &ack.Tasks[0]
 			}
 			return nil
