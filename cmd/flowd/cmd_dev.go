@@ -42,7 +42,7 @@ carry on, and the command to restart it is printed.`,
 		&cli.IntFlag{Name: "base-port", Usage: "raft port of n1 (n2, n3 follow; forwarding = raft + 1000)", Value: 7001, EnvVars: []string{"FLOWD_DEV_BASE_PORT"}},
 		&cli.IntFlag{Name: "nodes", Usage: "number of agents", Value: 3, EnvVars: []string{"FLOWD_DEV_NODES"}},
 		&cli.IntFlag{Name: "concurrency", Usage: "demo worker task slots (0 = no demo worker)", Value: 8, EnvVars: []string{"FLOWD_DEV_CONCURRENCY"}},
-		&cli.BoolFlag{Name: "keep", Usage: "keep existing data in --dir instead of starting fresh", EnvVars: []string{"FLOWD_DEV_KEEP"}},
+		&cli.BoolFlag{Name: "keep", Usage: "keep existing data in --dir instead of starting fresh (a fresh start empties --dir only if flowd dev made it)", EnvVars: []string{"FLOWD_DEV_KEEP"}},
 		&cli.BoolFlag{Name: "no-tls", Usage: "run raft and forwarding in plaintext (loopback only) instead of mutual TLS with certificates made in DIR/tls", EnvVars: []string{"FLOWD_DEV_NO_TLS"}},
 		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: 9001, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
 	},
@@ -62,12 +62,7 @@ func runDev(c *cli.Context) error {
 	if n < 1 || n > 9 {
 		return cli.Exit("--nodes must be between 1 and 9", 2)
 	}
-	if !c.Bool("keep") {
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("clean %s: %w", dir, err)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := prepareDevDir(dir, c.Bool("keep")); err != nil {
 		return err
 	}
 	self, err := os.Executable()
@@ -270,4 +265,52 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// devMarker marks a directory flowd dev made: only such a directory (or
+// an empty or missing one) is wiped for a fresh start.
+const devMarker = ".flowd-dev"
+
+// prepareDevDir makes dir ready for a dev cluster: kept as it is with
+// keep, otherwise emptied — but only if flowd dev made it (its marker is
+// there) or it is empty, so `--dir ~` or `--dir .` cannot delete a home or
+// working directory.
+func prepareDevDir(dir string, keep bool) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read --dir %s: %w", dir, err)
+	}
+	_, merr := os.Stat(filepath.Join(dir, devMarker))
+	ours := len(entries) == 0 || merr == nil || madeByOldDev(entries)
+	switch {
+	case keep:
+	case !ours:
+		return cli.Exit(fmt.Sprintf("refusing to delete %s for a fresh dev cluster: it holds %d entries and flowd dev did not make it (no %s in it); "+
+			"pass an empty or new --dir, or --keep to reuse a dev cluster's data", dir, len(entries), devMarker), 2)
+	case len(entries) > 0:
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("clean %s: %w", dir, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if !ours {
+		return nil // --keep on a directory flowd dev did not make: never mark it ours
+	}
+	return os.WriteFile(filepath.Join(dir, devMarker), []byte("made by flowd dev; flowd dev deletes this directory on its next start unless given --keep\n"), 0o640)
+}
+
+// madeByOldDev recognizes a directory an earlier flowd dev made (before the
+// marker): nothing in it but nN/, nN.log, nN.sock and tls/.
+func madeByOldDev(entries []os.DirEntry) bool {
+	for _, e := range entries {
+		name := e.Name()
+		base := strings.TrimSuffix(strings.TrimSuffix(name, ".log"), ".sock")
+		node := len(base) == 2 && base[0] == 'n' && base[1] >= '1' && base[1] <= '9'
+		if !(node || name == "tls" && e.IsDir()) {
+			return false
+		}
+	}
+	return true
 }
