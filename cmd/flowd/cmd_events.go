@@ -21,7 +21,7 @@ var eventsCommand = &cli.Command{
 		"without losing or repeating any. With --output json, one JSON object per line.",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "run", Usage: "only the events of this run `ID`"},
-		&cli.Uint64Flag{Name: "from", Usage: "start at raft `INDEX` (default: the oldest retained; with --follow: now)"},
+		&cli.Uint64Flag{Name: "from", Usage: "start at raft `INDEX` (default: the newest --limit events; with --follow: now)"},
 		&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Value: 100, Usage: "at most N events (list only)"},
 		&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "stream events as they happen until interrupted"},
 	},
@@ -42,7 +42,9 @@ func eventsAction(cCtx *cli.Context) error {
 	}
 	var res *rpc.EventsListResult
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		res, err = c.Events(ctx, rpc.EventsListParams{FromIndex: cCtx.Uint64("from"), RunID: runID, Limit: limit})
+		// Without --from, the newest events (like tail); with it, from there on.
+		from := cCtx.Uint64("from")
+		res, err = c.Events(ctx, rpc.EventsListParams{FromIndex: from, RunID: runID, Limit: limit, Latest: from == 0})
 		return err
 	}); err != nil {
 		return err
@@ -60,7 +62,7 @@ func eventsAction(cCtx *cli.Context) error {
 	for _, e := range res.Events {
 		fmt.Fprintln(cCtx.App.Writer, eventLine(e, runID == ""))
 	}
-	if len(res.Events) == limit {
+	if len(res.Events) == limit && cCtx.IsSet("from") {
 		fmt.Fprintf(cCtx.App.ErrWriter, "more events may follow: --from %d\n", res.Events[len(res.Events)-1].Index+1)
 	}
 	return nil

@@ -167,6 +167,19 @@ func TestCLI(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.out), &el); err != nil || len(el.Events) != 2 {
 			t.Fatalf("events json: %v\n%s", err, r)
 		}
+		// -n shows the newest events, like tail; --from the ones from there.
+		var all, first rpc.EventsListResult
+		if err := json.Unmarshal([]byte(tc.must(t, 0, "events", "--run", short, "-o", "json").out), &all); err != nil || len(all.Events) < 4 {
+			t.Fatalf("all events: %v %+v", err, all)
+		}
+		last := all.Events[len(all.Events)-2:]
+		if el.Events[0].Index != last[0].Index || el.Events[0].Seq != last[0].Seq || el.Events[1].Index != last[1].Index || el.Events[1].Seq != last[1].Seq {
+			t.Fatalf("events -n 2 answered %+v, want the newest two %+v", el.Events, last)
+		}
+		r = tc.must(t, 0, "events", "--run", short, "-n", "2", "--from", "1", "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &first); err != nil || len(first.Events) != 2 || first.Events[0].Index != all.Events[0].Index {
+			t.Fatalf("events --from 1 -n 2: %v %+v, want the oldest two", err, first.Events)
+		}
 	})
 
 	t.Run("run replay", func(t *testing.T) {
