@@ -147,7 +147,8 @@ func runDev(c *cli.Context) error {
 		go func() { workerDone <- wk.Run(wctx) }()
 		go func() { <-ctx.Done(); wcancel() }()
 	}
-	fmt.Fprintln(out, "try:  flowd submit --wait examples/workflows/demo.yaml   |   flowd tui   |   Ctrl-C stops everything")
+	me := invokedAs()
+	fmt.Fprintf(out, "try:  %s submit --wait examples/workflows/demo.yaml   |   %s tui   |   Ctrl-C stops everything\n", me, me)
 
 	// An agent that dies (say, kill -9 to watch a failover) is reported;
 	// the others carry on.
@@ -313,4 +314,28 @@ func madeByOldDev(entries []os.DirEntry) bool {
 		}
 	}
 	return true
+}
+
+// invokedAs is how to run this binary again from the same shell: its name
+// when it was found on $PATH, else the path it was started by (bin/flowd
+// after `make run`), so a copied hint works.
+func invokedAs() string {
+	arg0 := os.Args[0]
+	if !strings.ContainsRune(arg0, filepath.Separator) {
+		return arg0
+	}
+	if p, err := exec.LookPath(filepath.Base(arg0)); err == nil {
+		if a, b := absPath(p), absPath(arg0); a == b {
+			return filepath.Base(arg0)
+		}
+	}
+	return arg0
+}
+
+func absPath(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
 }
