@@ -246,6 +246,12 @@ func hintFor(err error) string {
 		case rpc.CodeUnavailable:
 			return "the cluster has no leader or is unreachable: check `flowd health`, and start the other agents (3 nodes need 2 up)"
 		case rpc.CodeNotFound:
+			switch {
+			case strings.Contains(pe.Message, "`flowd "):
+				return "" // the agent already said what to run
+			case strings.Contains(pe.Message, "task"):
+				return "see the run's tasks with `flowd run get RUN` (task ids are RUN/KEY)"
+			}
 			return "check the id with `flowd run list` (ids may be shortened to any unique part)"
 		case rpc.CodeIllegalTransition:
 			return "see the run's state with `flowd run get ID`"
