@@ -2,10 +2,13 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -18,11 +21,73 @@ type hclogAdapter struct {
 	name  string
 	args  []any
 	level hclog.Level
+	rep   *repeats // shared by the loggers With and Named derive
 }
 
 // NewHCLogger returns an hclog.Logger writing to l.
 func NewHCLogger(l *slog.Logger, name string) hclog.Logger {
-	return &hclogAdapter{l: l, name: name, level: hclog.Info}
+	return &hclogAdapter{l: l, name: name, level: hclog.Info, rep: &repeats{last: map[string]*repeat{}}}
+}
+
+// A peer that is down makes raft log a failed heartbeat or append to it
+// several times a second, at error level, for as long as it is down. Those
+// messages (peerContactMsgs) are logged as warnings, once per peer and
+// message every repeatEvery, with the count of the ones left out.
+var peerContactMsgs = []string{"failed to appendEntries to", "failed to heartbeat to",
+	"failed to make requestVote RPC", "failed to contact", "failed to decode incoming command"}
+
+const repeatEvery = 10 * time.Second
+
+type repeats struct {
+	mu   sync.Mutex
+	last map[string]*repeat
+}
+
+type repeat struct {
+	at         time.Time
+	suppressed int
+}
+
+// allow reports whether key may be logged now, and how many were left out
+// since it last was.
+func (r *repeats) allow(key string, now time.Time) (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.last[key]
+	if x == nil {
+		if len(r.last) > 1024 {
+			clear(r.last) // bounded: peers come and go
+		}
+		r.last[key] = &repeat{at: now}
+		return true, 0
+	}
+	if now.Sub(x.at) < repeatEvery {
+		x.suppressed++
+		return false, 0
+	}
+	n := x.suppressed
+	x.at, x.suppressed = now, 0
+	return true, n
+}
+
+func peerContact(msg string) bool {
+	for _, m := range peerContactMsgs {
+		if strings.HasPrefix(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerOf finds the peer a raft message is about in its key/value args.
+func peerOf(args []any) string {
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "peer", "target", "from":
+			return fmt.Sprint(args[i+1])
+		}
+	}
+	return ""
 }
 
 func toSlog(level hclog.Level) slog.Level {
@@ -41,6 +106,16 @@ func toSlog(level hclog.Level) slog.Level {
 }
 
 func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level >= hclog.Warn && h.rep != nil && peerContact(msg) {
+		level = hclog.Warn // a peer that is down is an operating condition, not a fault of this node
+		ok, n := h.rep.allow(msg+"|"+peerOf(args), time.Now())
+		if !ok {
+			return
+		}
+		if n > 0 {
+			args = append(args[:len(args):len(args)], "repeated", n)
+		}
+	}
 	if level < h.level || !h.l.Enabled(context.Background(), toSlog(level)) {
 		return
 	}
