@@ -115,7 +115,14 @@ func (a *Agent) runList(ctx context.Context, p rpc.ListParams) (rpc.ListResult, 
 		return rpc.ListResult{}, invalid("state %q is not a run state (%s)", p.State, runStateNames())
 	}
 	return consistently(ctx, a, p.Consistent, rpc.MethodRunList, p, func() (rpc.ListResult, error) {
-		runs, next, err := a.state.ListRuns(p.State, p.Limit, p.Cursor)
+		q := fsm.RunFilter{Labels: p.Labels, Workflow: p.Workflow}
+		if !p.CreatedAfter.IsZero() {
+			q.CreatedAfter = p.CreatedAfter.UnixMilli()
+		}
+		if !p.CreatedBefore.IsZero() {
+			q.CreatedBefore = p.CreatedBefore.UnixMilli()
+		}
+		runs, next, err := a.state.ListRunsWhere(p.State, q, p.Limit, p.Cursor)
 		if err != nil {
 			return rpc.ListResult{}, err
 		}

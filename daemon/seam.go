@@ -83,7 +83,7 @@ type stateReader interface {
 	GetRunOnly(id string) (*fsm.Run, error)
 	GetSpec(id string) (*domain.Spec, error)
 	GetTask(id string) (*fsm.Task, error)
-	ListRuns(state domain.RunState, limit int, cursor string) ([]*fsm.Run, string, error)
+	ListRunsWhere(state domain.RunState, q fsm.RunFilter, limit int, cursor string) ([]*fsm.Run, string, error)
 	CountRuns() (map[domain.RunState]int, error)
 	HasReady(w fsm.Waiter, now int64) bool
 	ClaimedBy(worker, req string) ([]fsm.Claimed, error)

@@ -141,6 +141,45 @@ func (f *FSM) ResolveRunID(short string) (string, error) {
 // ListRuns lists runs newest first, optionally of one state, resuming after
 // cursor (the last id of the previous page).
 func (f *FSM) ListRuns(state domain.RunState, limit int, cursor string) ([]*Run, string, error) {
+	return f.ListRunsWhere(state, RunFilter{}, limit, cursor)
+}
+
+// RunFilter selects runs by what their records say; the zero value takes
+// every run.
+type RunFilter struct {
+	Labels        map[string]string // every pair must match
+	Workflow      string            // the spec's name
+	CreatedAfter  int64             // ms, exclusive; 0: no bound
+	CreatedBefore int64             // ms, exclusive; 0: no bound
+}
+
+func (q RunFilter) empty() bool {
+	return len(q.Labels) == 0 && q.Workflow == "" && q.CreatedAfter == 0 && q.CreatedBefore == 0
+}
+
+func (q RunFilter) match(r *Run) bool {
+	if q.Workflow != "" && r.Workflow != q.Workflow {
+		return false
+	}
+	if q.CreatedAfter != 0 && r.CreatedAt <= q.CreatedAfter || q.CreatedBefore != 0 && r.CreatedAt >= q.CreatedBefore {
+		return false
+	}
+	for k, v := range q.Labels {
+		if got, ok := r.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxListScan bounds the run records one filtered list page examines: a
+// page with fewer matches than asked for (and a next cursor) means "keep
+// paging", so a selective filter over many runs costs bounded work per call.
+const MaxListScan = 10_000
+
+// ListRunsWhere lists runs newest first (run ids are UUIDv7), optionally
+// of one state, that match q, from after cursor (a run id) on.
+func (f *FSM) ListRunsWhere(state domain.RunState, q RunFilter, limit int, cursor string) ([]*Run, string, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -156,31 +195,45 @@ func (f *FSM) ListRuns(state domain.RunState, limit int, cursor string) ([]*Run,
 		if cursor != "" {
 			start = cat(pfx, []byte(cursor))
 		}
-		var ids []string
-		if err := r.Scan(pfx, start, true, func(k, _ []byte) bool {
+		examined, lastID := 0, ""
+		var bad error
+		if err := r.Scan(pfx, start, true, func(k, v []byte) bool {
 			id := string(k[len(pfx):])
 			if id == cursor {
 				return true
 			}
-			ids = append(ids, id)
-			return len(ids) <= limit
+			if len(out) == limit || examined == MaxListScan {
+				// More may follow: from after the last run returned, or,
+				// when the scan bound came first, after the last examined.
+				next = lastID
+				if len(out) == limit {
+					next = out[len(out)-1].ID
+				}
+				return false
+			}
+			examined, lastID = examined+1, id
+			var run *Run
+			var err error
+			if state == "" { // scanning the records themselves
+				run = new(Run)
+				if err = unmarshal(v, run); err != nil {
+					err = fmt.Errorf("decode run %s: %w", id, err)
+				}
+			} else {
+				run, err = getJSON[Run](r, runKey(id))
+			}
+			if err != nil {
+				bad = err
+				return false
+			}
+			if run != nil && (q.empty() || q.match(run)) {
+				out = append(out, run)
+			}
+			return true
 		}); err != nil {
 			return err
 		}
-		if len(ids) > limit {
-			ids = ids[:limit]
-			next = ids[len(ids)-1]
-		}
-		for _, id := range ids {
-			run, err := getJSON[Run](r, runKey(id))
-			if err != nil {
-				return err
-			}
-			if run != nil {
-				out = append(out, run)
-			}
-		}
-		return nil
+		return bad
 	})
 	return out, next, err
 }

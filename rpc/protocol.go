@@ -197,6 +197,14 @@ type ListParams struct {
 	Limit      int             `json:"limit,omitempty"`
 	Cursor     string          `json:"cursor,omitempty"`
 	Consistent bool            `json:"consistent,omitempty"`
+	// Filters, applied by the agent: every label pair must match; the
+	// workflow (spec name); created strictly after / before. A page may
+	// hold fewer runs than limit and still have a next_cursor: the agent
+	// examines a bounded number of runs per page; keep paging.
+	Labels        map[string]string `json:"labels,omitempty"`
+	Workflow      string            `json:"workflow,omitempty"`
+	CreatedAfter  time.Time         `json:"created_after,omitzero"`
+	CreatedBefore time.Time         `json:"created_before,omitzero"`
 }
 
 // ListResult of run.list. Runs carry no tasks.

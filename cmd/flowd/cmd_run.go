@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,9 @@ var runCommand = &cli.Command{
 				&cli.StringFlag{Name: "state", Usage: "only runs in `STATE` (" + runStateList() + ")"},
 				&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Value: 20, Usage: "runs per page"},
 				&cli.StringFlag{Name: "cursor", Usage: "continue after this run id (next_cursor of the previous page)"},
+				&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only runs with this label `KEY=VALUE` (repeat: all must match)"},
+				&cli.StringFlag{Name: "workflow", Usage: "only runs of the workflow `NAME`"},
+				&cli.DurationFlag{Name: "since", Usage: "only runs created in the last `DUR` (e.g. 1h)"},
 				&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every page"},
 			},
 			Action: runListAction,
@@ -107,13 +111,27 @@ func runListAction(cCtx *cli.Context) error {
 	if all && !cCtx.IsSet("limit") {
 		limit = 500
 	}
+	labels := map[string]string{}
+	for _, kv := range cCtx.StringSlice("label") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageErr(cCtx, "--label %q: want KEY=VALUE", kv)
+		}
+		labels[k] = v
+	}
+	filter := rpc.ListParams{Labels: labels, Workflow: cCtx.String("workflow")}
+	if d := cCtx.Duration("since"); d > 0 {
+		filter.CreatedAfter = time.Now().Add(-d)
+	}
 	var out rpc.ListResult
 	err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
 		cursor := cCtx.String("cursor")
 		for {
 			var page rpc.ListResult
 			err := consistentRead(cCtx, func(consistent bool) error {
-				return c.CallIdempotent(ctx, rpc.MethodRunList, rpc.ListParams{State: state, Limit: limit, Cursor: cursor, Consistent: consistent}, &page)
+				p := filter
+				p.State, p.Limit, p.Cursor, p.Consistent = state, limit, cursor, consistent
+				return c.CallIdempotent(ctx, rpc.MethodRunList, p, &page)
 			})
 			if err != nil {
 				return err
@@ -142,14 +160,14 @@ func runListAction(cCtx *cli.Context) error {
 	}
 	p := newPainter(cCtx, w)
 	tw := newTable(w)
-	row(tw, "ID", "WORKFLOW", p.header("STATE"), "TASKS", "CREATED", "DURATION", "PARENT")
+	row(tw, "ID", "WORKFLOW", p.header("STATE"), "TASKS", "CREATED", "DURATION", "PARENT", "LABELS")
 	for _, r := range out.Runs {
 		parent := "-"
 		if r.ParentID != "" {
 			parent = shortID(r.ParentID)
 		}
 		row(tw, shortID(r.ID), dash(r.Workflow), p.state(string(r.State)), fmt.Sprintf("%d/%d", r.Done, r.TaskCount),
-			ago(r.CreatedAt), span(r.StartedAt, r.FinishedAt), parent)
+			ago(r.CreatedAt), span(r.StartedAt, r.FinishedAt), parent, labelList(r.Labels))
 	}
 	tw.Flush()
 	if out.NextCursor != "" {
@@ -528,4 +546,17 @@ func runStatsAction(cCtx *cli.Context) error {
 			human(time.Duration(t.RunMS)*time.Millisecond))
 	}
 	return tw.Flush()
+}
+
+// labelList shows labels as k=v,k=v in key order ("-" for none).
+func labelList(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ",")
 }

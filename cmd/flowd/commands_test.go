@@ -94,6 +94,24 @@ func TestCLI(t *testing.T) {
 		if !strings.Contains(r.out, short) || !strings.Contains(r.out, "✓ succeeded") || !strings.Contains(r.out, "WORKFLOW") {
 			t.Fatalf("%s", r)
 		}
+		if !strings.Contains(r.out, "LABELS") || !strings.Contains(r.out, "team=data") {
+			t.Fatalf("no labels column:\n%s", r)
+		}
+		// Filtered on the agent: by label, by workflow, by age.
+		var fl rpc.ListResult
+		r = tc.must(t, 0, "run", "list", "--label", "team=data", "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &fl); err != nil || len(fl.Runs) == 0 {
+			t.Fatalf("--label team=data: %v\n%s", err, r)
+		}
+		for _, x := range fl.Runs {
+			if x.Labels["team"] != "data" {
+				t.Fatalf("--label team=data listed %s with %v", x.ID, x.Labels)
+			}
+		}
+		r = tc.must(t, 0, "run", "list", "--label", "team=nobody", "--workflow", "etl", "--since", "1h")
+		if !strings.Contains(r.out, "no runs") {
+			t.Fatalf("--label team=nobody:\n%s", r)
+		}
 		r = tc.must(t, 0, "run", "list", "--state", "succeeded", "-o", "json")
 		var lr rpc.ListResult
 		if err := json.Unmarshal([]byte(r.out), &lr); err != nil || len(lr.Runs) < 2 || lr.Counts["succeeded"] < 2 {

@@ -1,0 +1,72 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// run.list filters on the server: by labels, workflow name and creation
+// time, newest first, paging with a cursor through every match, with and
+// without a state.
+func TestListRunsWhereFiltersAndPages(t *testing.T) {
+	h := newHarness(t)
+	for i := range 12 {
+		h.now += 1000
+		id := fmt.Sprintf("0193%08x-0000-7000-8000-000000000000", i)
+		team := []string{"a", "b", "c"}[i%3]
+		name := []string{"etl", "report"}[i%2]
+		s := h.ok(&Submit{ID: id, Spec: mustParse(t, `{"name":"`+name+`","tasks":[{"key":"x","type":"t"}]}`),
+			Labels: map[string]string{"team": team}}).(*SubmitResult)
+		if !s.Created {
+			t.Fatal("not created")
+		}
+	}
+	collect := func(state string, q RunFilter, limit int) []*Run {
+		var all []*Run
+		cursor := ""
+		for {
+			page, next, err := h.f.ListRunsWhere(stateOf(state), q, limit, cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, page...)
+			if next == "" {
+				return all
+			}
+			cursor = next
+		}
+	}
+	a := collect("", RunFilter{Labels: map[string]string{"team": "a"}}, 2)
+	if len(a) != 4 {
+		t.Fatalf("team=a: %d runs, want 4", len(a))
+	}
+	for i, r := range a {
+		if r.Labels["team"] != "a" || i > 0 && r.ID >= a[i-1].ID {
+			t.Fatalf("team=a page: %s %v (newest first)", r.ID, r.Labels)
+		}
+	}
+	both := collect("running", RunFilter{Labels: map[string]string{"team": "a"}, Workflow: "etl"}, 1)
+	if len(both) != 2 { // i = 0, 6
+		t.Fatalf("team=a and workflow etl: %d runs, want 2", len(both))
+	}
+	after := h.now - 2500 // the last three were created after this
+	if got := collect("", RunFilter{CreatedAfter: after}, 100); len(got) != 3 {
+		t.Fatalf("created after: %d runs, want 3", len(got))
+	}
+	if got := collect("", RunFilter{Labels: map[string]string{"team": "nobody"}}, 5); len(got) != 0 {
+		t.Fatalf("no match: %d runs", len(got))
+	}
+}
+
+func mustParse(t *testing.T, spec string) domain.Spec {
+	t.Helper()
+	s, err := domain.ParseSpec([]byte(spec), domain.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func stateOf(s string) domain.RunState { return domain.RunState(s) }
