@@ -57,6 +57,7 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodQueuePause:     rpc.Func(a.queuePause(true)),
 		rpc.MethodQueueResume:    rpc.Func(a.queuePause(false)),
 		rpc.MethodQueueSet:       rpc.Func(a.queueSet),
+		rpc.MethodQueueDelete:    rpc.Func(a.queueDelete),
 		rpc.MethodSettingsGet:    rpc.Func(a.settingsGet),
 		rpc.MethodSettingsSet:    rpc.Func(a.settingsSet),
 		rpc.MethodWorkersList:    rpc.Func(a.workersList),

@@ -87,6 +87,21 @@ func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.Changed
 	})
 }
 
+func (a *Agent) queueDelete(ctx context.Context, p rpc.QueueDeleteParams) (rpc.ChangedResult, error) {
+	if p.Name == "" {
+		return rpc.ChangedResult{}, invalid("name (the queue) is required")
+	}
+	ctx, cancel := withTimeout(ctx, writeTimeout)
+	defer cancel()
+	return onLeader(ctx, a.proxy, rpc.MethodQueueDelete, p, func(ctx context.Context) (rpc.ChangedResult, error) {
+		res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, &fsm.QueueDelete{Name: p.Name}, alone)
+		if err != nil {
+			return rpc.ChangedResult{}, err
+		}
+		return rpc.ChangedResult{Changed: res.Changed, Index: idx}, nil
+	})
+}
+
 // toSettings reports effective values (defaults filled in); 0 for
 // max_running_runs still means unlimited.
 func toSettings(s fsm.Settings) rpc.Settings {

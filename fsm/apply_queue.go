@@ -109,6 +109,24 @@ func (a *applier) applyQueueSet(c *QueueSet) any {
 	return &ChangedResult{Changed: true}
 }
 
+func (a *applier) applyQueueDelete(c *QueueDelete) any {
+	if err := validName("queue", c.Name); err != nil {
+		return err
+	}
+	key := queueKey(c.Name)
+	q := load[QueueState](a, &a.queues, key)
+	switch {
+	case q == nil:
+		return fmt.Errorf("%w: no queue %q; list them with `flowd queue list`", ErrNotFound, c.Name)
+	case q.Ready > 0 || q.Running > 0:
+		return fmt.Errorf("%w: queue %q holds %d ready and %d running tasks; it can be deleted once they are done", ErrIllegalTransition, c.Name, q.Ready, q.Running)
+	}
+	e, _ := a.queues.get(key)
+	e.deleted = true
+	a.emit(Event{Kind: "queue", Name: c.Name, Queue: c.Name, Transition: "delete"})
+	return &ChangedResult{Changed: true}
+}
+
 func (a *applier) applyQueuePause(c *QueuePause) any {
 	if err := validName("queue", c.Name); err != nil {
 		return err

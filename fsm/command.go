@@ -41,6 +41,8 @@ const (
 	// IgnoreUnknown set.
 	MsgDigestMark    MsgType = 21
 	MsgDigestVerdict MsgType = 22
+	// MsgQueueDelete forgets a queue that holds no ready or running task.
+	MsgQueueDelete MsgType = 23
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -50,7 +52,7 @@ var msgNames = map[MsgType]string{
 	MsgSubmit: "submit", MsgClaim: "claim", MsgHeartbeat: "heartbeat", MsgComplete: "complete",
 	MsgFail: "fail", MsgReap: "reap", MsgTick: "tick", MsgCancelRun: "cancel", MsgInterrupt: "interrupt",
 	MsgResume: "resume", MsgRevert: "revert", MsgReplay: "replay", MsgQueueSet: "queue_set",
-	MsgQueuePause: "queue_pause", MsgSettingsSet: "settings_set", MsgGC: "gc", MsgMulti: "multi",
+	MsgQueuePause: "queue_pause", MsgQueueDelete: "queue_delete", MsgSettingsSet: "settings_set", MsgGC: "gc", MsgMulti: "multi",
 	MsgNoop: "noop", MsgNodeInfo: "node_info", MsgBatch: "batch",
 }
 
@@ -178,6 +180,14 @@ type QueueSet struct {
 	Concurrency int    `json:"concurrency"`
 }
 
+// QueueDelete forgets a queue (its settings and pauses) that holds no
+// ready or running task: a typo in queue.set must not stay forever. A task
+// that later becomes ready in it brings it back with default settings.
+type QueueDelete struct {
+	Stamped
+	Name string `json:"name"`
+}
+
 // QueuePause pauses or resumes a queue globally, or for one run.
 type QueuePause struct {
 	Stamped
@@ -225,6 +235,7 @@ func (c *RunVerb) Type() MsgType   { return c.msg }
 func (*Replay) Type() MsgType      { return MsgReplay }
 func (*QueueSet) Type() MsgType    { return MsgQueueSet }
 func (*QueuePause) Type() MsgType  { return MsgQueuePause }
+func (*QueueDelete) Type() MsgType { return MsgQueueDelete }
 func (*SettingsSet) Type() MsgType { return MsgSettingsSet }
 func (*GC) Type() MsgType          { return MsgGC }
 func (*Multi) Type() MsgType       { return MsgMulti }
@@ -282,6 +293,8 @@ func Decode(buf []byte) (Command, error) {
 		c = &QueueSet{}
 	case MsgQueuePause:
 		c = &QueuePause{}
+	case MsgQueueDelete:
+		c = &QueueDelete{}
 	case MsgSettingsSet:
 		c = &SettingsSet{}
 	case MsgGC:

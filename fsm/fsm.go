@@ -307,6 +307,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyQueueSet(c)
 	case *QueuePause:
 		return a.applyQueuePause(c)
+	case *QueueDelete:
+		return a.applyQueueDelete(c)
 	case *SettingsSet:
 		return a.applySettingsSet(c)
 	case *GC:

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -70,3 +71,32 @@ func mustParse(t *testing.T, spec string) domain.Spec {
 }
 
 func stateOf(s string) domain.RunState { return domain.RunState(s) }
+
+// A queue made by a typo can be deleted; one with ready or running tasks
+// cannot; a task that becomes ready later brings the queue back.
+func TestQueueDeleteForgetsAnIdleQueue(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&QueueSet{Name: "typo", Concurrency: 1})
+	if res := h.ok(&QueueDelete{Name: "typo"}).(*ChangedResult); !res.Changed {
+		t.Fatal("delete of an idle queue did nothing")
+	}
+	qs, err := h.f.Queues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Name == "typo" {
+			t.Fatalf("the deleted queue is still listed: %+v", q)
+		}
+	}
+	if err, _ := h.apply(&QueueDelete{Name: "typo"}).(error); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleting it again: %v, want not found", err)
+	}
+	h.submit("r", `{"tasks":[{"key":"a","type":"t","queue":"busy"}]}`)
+	if err, _ := h.apply(&QueueDelete{Name: "busy"}).(error); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("deleting a queue with a ready task: %v, want refused", err)
+	}
+	if c := h.claim("w", 1, "t"); len(c) != 1 || c[0].Queue != "busy" {
+		t.Fatalf("the refused delete lost the task: %+v", c)
+	}
+}

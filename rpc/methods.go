@@ -183,6 +183,11 @@ func (c *Client) QueueSet(ctx context.Context, name string, concurrency int) (*C
 	return call[ChangedResult](ctx, c.CallIdempotent, MethodQueueSet, QueueSetParams{Name: name, Concurrency: concurrency})
 }
 
+// QueueDelete forgets a queue with no ready or running task.
+func (c *Client) QueueDelete(ctx context.Context, name string) (*ChangedResult, error) {
+	return call[ChangedResult](ctx, c.CallIdempotent, MethodQueueDelete, QueueDeleteParams{Name: name})
+}
+
 // Settings returns the replicated settings.
 func (c *Client) Settings(ctx context.Context) (*Settings, error) {
 	return call[Settings](ctx, c.CallIdempotent, MethodSettingsGet, struct{}{})
@@ -258,6 +263,7 @@ var methodRoutes = map[string]routeClass{
 	MethodQueuePause:     routeLeader,
 	MethodQueueResume:    routeLeader,
 	MethodQueueSet:       routeLeader,
+	MethodQueueDelete:    routeLeader,
 	MethodSettingsSet:    routeLeader,
 	MethodWorkersList:    routeLeader, // the list lives in the leader's memory
 	MethodRaftAddPeer:    routeLeader,

@@ -40,6 +40,7 @@ const (
 	MethodQueuePause     = "queue.pause"
 	MethodQueueResume    = "queue.resume"
 	MethodQueueSet       = "queue.set"
+	MethodQueueDelete    = "queue.delete"
 	MethodSettingsGet    = "settings.get"
 	MethodSettingsSet    = "settings.set"
 	MethodWorkersList    = "workers.list"
@@ -482,6 +483,11 @@ type QueueListResult struct {
 type QueuePauseParams struct {
 	Name  string `json:"name"`
 	RunID string `json:"run_id,omitempty"`
+}
+
+// QueueDeleteParams of queue.delete.
+type QueueDeleteParams struct {
+	Name string `json:"name"`
 }
 
 // QueueSetParams of queue.set.

@@ -29,7 +29,28 @@ var queueCommand = &cli.Command{
 			},
 			Action: queueSetAction,
 		},
+		{
+			Name:      "delete",
+			Usage:     "forget a queue that holds no ready or running task (a typo in queue set, say)",
+			ArgsUsage: "NAME",
+			Action:    queueDeleteAction,
+		},
 	},
+}
+
+func queueDeleteAction(cCtx *cli.Context) error {
+	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	q := cCtx.Args().First()
+	var res *rpc.ChangedResult
+	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
+		res, err = c.QueueDelete(ctx, q)
+		return err
+	}); err != nil {
+		return err
+	}
+	return printChanged(cCtx, res, "queue "+q+" deleted")
 }
 
 func queueListAction(cCtx *cli.Context) error {

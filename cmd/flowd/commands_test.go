@@ -315,6 +315,16 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("queue delete", func(t *testing.T) {
+		tc.must(t, 0, "queue", "set", "tpyo", "--concurrency", "1")
+		if r := tc.must(t, 0, "queue", "delete", "tpyo"); !strings.Contains(r.out, "queue tpyo deleted") {
+			t.Fatalf("%s", r)
+		}
+		if r := tc.must(t, 1, "queue", "delete", "tpyo"); !strings.Contains(r.err, "no queue") || !strings.Contains(r.err, "flowd queue list") {
+			t.Fatalf("deleting it again:\n%s", r)
+		}
+	})
+
 	t.Run("queue", func(t *testing.T) {
 		r := tc.must(t, 0, "queue", "set", "default", "--concurrency", "2")
 		if !strings.Contains(r.out, "concurrency set to 2") {
