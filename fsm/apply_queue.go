@@ -120,6 +120,8 @@ func (a *applier) applyQueueDelete(c *QueueDelete) any {
 		return fmt.Errorf("%w: no queue %q; list them with `flowd queue list`", ErrNotFound, c.Name)
 	case q.Ready > 0 || q.Running > 0:
 		return fmt.Errorf("%w: queue %q holds %d ready and %d running tasks; it can be deleted once they are done", ErrIllegalTransition, c.Name, q.Ready, q.Running)
+	case len(q.PausedRuns) > 0:
+		return fmt.Errorf("%w: queue %q is paused for %d runs; resume it for them first (flowd queue resume %s --run ID)", ErrIllegalTransition, c.Name, len(q.PausedRuns), c.Name)
 	}
 	e, _ := a.queues.get(key)
 	e.deleted = true

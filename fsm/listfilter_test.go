@@ -99,4 +99,10 @@ func TestQueueDeleteForgetsAnIdleQueue(t *testing.T) {
 	if c := h.claim("w", 1, "t"); len(c) != 1 || c[0].Queue != "busy" {
 		t.Fatalf("the refused delete lost the task: %+v", c)
 	}
+	// A queue paused for a run is refused too (the run refers to it).
+	h.submit("r2", `{"tasks":[{"key":"a","type":"u","deps":[]},{"key":"b","type":"u","queue":"later","deps":["a"]}]}`)
+	h.ok(&QueuePause{Name: "later", RunID: "r2", Paused: true})
+	if err, _ := h.apply(&QueueDelete{Name: "later"}).(error); !errors.Is(err, ErrIllegalTransition) {
+		t.Fatalf("deleting a queue paused for a run: %v, want refused", err)
+	}
 }
