@@ -76,25 +76,24 @@ func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.Changed
 	if p.Name == "" {
 		return rpc.ChangedResult{}, invalid("name (the queue) is required")
 	}
-	ctx, cancel := withTimeout(ctx, writeTimeout)
-	defer cancel()
-	return onLeader(ctx, a.proxy, rpc.MethodQueueSet, p, func(ctx context.Context) (rpc.ChangedResult, error) {
-		res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency}, alone)
-		if err != nil {
-			return rpc.ChangedResult{}, err
-		}
-		return rpc.ChangedResult{Changed: res.Changed, Index: idx}, nil
-	})
+	return a.changeOnLeader(ctx, rpc.MethodQueueSet, p, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency})
 }
 
 func (a *Agent) queueDelete(ctx context.Context, p rpc.QueueDeleteParams) (rpc.ChangedResult, error) {
 	if p.Name == "" {
 		return rpc.ChangedResult{}, invalid("name (the queue) is required")
 	}
+	return a.changeOnLeader(ctx, rpc.MethodQueueDelete, p, &fsm.QueueDelete{Name: p.Name})
+}
+
+// changeOnLeader proposes cmd, which answers a ChangedResult, on the
+// leader (forwarding method with params from a follower), within the
+// write budget.
+func (a *Agent) changeOnLeader(ctx context.Context, method string, params any, cmd fsm.Command) (rpc.ChangedResult, error) {
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a.proxy, rpc.MethodQueueDelete, p, func(ctx context.Context) (rpc.ChangedResult, error) {
-		res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, &fsm.QueueDelete{Name: p.Name}, alone)
+	return onLeader(ctx, a.proxy, method, params, func(ctx context.Context) (rpc.ChangedResult, error) {
+		res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, cmd, alone)
 		if err != nil {
 			return rpc.ChangedResult{}, err
 		}
