@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/flowd/flowd/internal/testutil"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -22,7 +23,11 @@ func freePort(t testing.TB) int { return testutil.Port(t) }
 
 // startAgents starts n in-process agents on loopback with real raft over
 // TCP, real badger, and their Unix sockets.
-func startAgents(t testing.TB, n int) []*Agent {
+func startAgents(t testing.TB, n int) []*Agent { return startAgentsLogging(t, n, nil) }
+
+// startAgentsLogging is startAgents with each agent's logger from logger
+// (nil: the agents' own, at warn).
+func startAgentsLogging(t testing.TB, n int, logger func(i int) *slog.Logger) []*Agent {
 	t.Helper()
 	dir := t.TempDir()
 	var peers []string
@@ -36,9 +41,13 @@ func startAgents(t testing.TB, n int) []*Agent {
 			ElectionTimeout: 300 * time.Millisecond, LogLevel: "warn"})
 	}
 	var agents []*Agent
-	for _, c := range cfgs {
+	for i, c := range cfgs {
 		c.Peers = strings.Join(peers, ",")
-		a, err := New(c, nil)
+		var l *slog.Logger
+		if logger != nil {
+			l = logger(i)
+		}
+		a, err := New(c, l)
 		if err != nil {
 			t.Fatal(err)
 		}

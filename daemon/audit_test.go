@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -54,35 +53,11 @@ func (b *logBuffer) audits(t *testing.T) []map[string]any {
 // level into its own buffer.
 func startLoggedAgents(t *testing.T, n int, level slog.Level) ([]*Agent, []*logBuffer) {
 	t.Helper()
-	dir := t.TempDir()
-	var peers []string
-	var cfgs []Config
-	for i := 1; i <= n; i++ {
-		raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, raftAddr))
-		cfgs = append(cfgs, Config{NodeID: fmt.Sprintf("n%d", i), DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i)),
-			RaftAddr: raftAddr, ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			Socket: filepath.Join(dir, fmt.Sprintf("n%d.sock", i)), HeartbeatTimeout: 300 * time.Millisecond,
-			ElectionTimeout: 300 * time.Millisecond})
-	}
-	var agents []*Agent
-	var logs []*logBuffer
-	for _, c := range cfgs {
-		c.Peers = strings.Join(peers, ",")
-		lb := &logBuffer{}
-		a, err := New(c, slog.New(slog.NewJSONHandler(lb, &slog.HandlerOptions{Level: level})))
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents = append(agents, a)
-		logs = append(logs, lb)
-		t.Cleanup(func() { _ = a.Shutdown() })
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := agents[0].node.WaitForLeader(ctx); err != nil {
-		t.Fatal(err)
-	}
+	logs := make([]*logBuffer, n)
+	agents := startAgentsLogging(t, n, func(i int) *slog.Logger {
+		logs[i] = &logBuffer{}
+		return slog.New(slog.NewJSONHandler(logs[i], &slog.HandlerOptions{Level: level}))
+	})
 	return agents, logs
 }
 

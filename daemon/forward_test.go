@@ -11,6 +11,18 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
+// forwardConn dials a's forwarding port as a member would (plaintext on
+// loopback in these tests).
+func forwardConn(t *testing.T, ctx context.Context, a *Agent) *rpc.Conn {
+	t.Helper()
+	conn, err := rpc.Dial(ctx, "tcp://"+a.cfg.ForwardAddr, rpc.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // Invariant: a forwarded request is never executed after its caller was
 // answered. A forwarded submit that reaches the leader after its caller's
 // deadline (it sat in a socket buffer while the network was cut) is
@@ -20,18 +32,14 @@ func TestForwardedRequestPastItsDeadlineIsNotExecuted(t *testing.T) {
 	leader, _ := followers(agents)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, "tcp://"+leader.cfg.ForwardAddr, rpc.ConnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := forwardConn(t, ctx, leader)
 	late, onTime := newRunID(), newRunID()
 	sub := func(id string, deadline time.Time) error {
 		var out rpc.SubmitResult
 		return conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodRunSubmit, DeadlineMS: deadline.UnixMilli(),
 			Params: rpc.SubmitParams{ID: id, Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}}, &out)
 	}
-	err = sub(late, time.Now().Add(-time.Millisecond))
+	err := sub(late, time.Now().Add(-time.Millisecond))
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != rpc.CodeUnavailable || !errors.Is(err, domain.ErrUnavailable) {
 		t.Fatalf("late forward: %v, want -32004", err)
@@ -62,14 +70,10 @@ func TestForwardedCallCarriesItsCallersRoles(t *testing.T) {
 	leader, _ := followers(agents)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, err := rpc.Dial(ctx, "tcp://"+leader.cfg.ForwardAddr, rpc.ConnOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := forwardConn(t, ctx, leader)
 	var out any
 	max := 3
-	err = conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodSettingsSet, Params: rpc.Settings{MaxRunningRuns: &max},
+	err := conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodSettingsSet, Params: rpc.Settings{MaxRunningRuns: &max},
 		For: &forwardOrigin{UID: 65534, GID: 65534, PID: 1, Roles: rpc.RoleWorker}}, &out)
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != rpc.CodePermissionDenied {
