@@ -2,16 +2,10 @@ package cluster
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -127,27 +121,6 @@ func (c *tlsCluster) follower(t *testing.T) (*Node, string) {
 	return nil, ""
 }
 
-// selfSigned makes a certificate that looks like member id's in every
-// field but is signed by its own key, not the cluster CA.
-func selfSigned(t testing.TB, id string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: id, OrganizationalUnit: []string{pki.NodeOU}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{id},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 func loadPair(t testing.TB, caDir, id string) tls.Certificate {
 	t.Helper()
 	cert, key := pki.NodeFiles(caDir, id)
@@ -236,7 +209,7 @@ func TestTLSRaftRefusesNonMembers(t *testing.T) {
 	c := startTLSCluster(t, 3)
 	target, addr := c.follower(t)
 	for name, cert := range map[string]tls.Certificate{
-		"self-signed n2":     selfSigned(t, "n2"),
+		"self-signed n2":     testutil.SelfSignedNode(t, "n2"),
 		"CA-signed n9":       loadPair(t, c.ca, "n9"),
 		"other CA's n2 cert": loadPair(t, newCA(t), "n2"),
 	} {

@@ -3,16 +3,11 @@ package daemon
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
+	"github.com/flowd/flowd/internal/testutil"
 	"net"
 	"os"
 	"path/filepath"
@@ -81,29 +76,6 @@ func startTLSAgents(t testing.TB, n int) ([]*Agent, string) {
 	return agents, certs
 }
 
-func pair(t testing.TB, dir, id string) tls.Certificate {
-	t.Helper()
-	cert, key := pki.NodeFiles(dir, id)
-	kp, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kp
-}
-
-func selfSignedNode(t testing.TB, id string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: id, OrganizationalUnit: []string{pki.NodeOU}},
-		DNSNames: []string{id}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 const submitLine = `{"jsonrpc":"2.0","id":1,"method":"run.submit","params":{"workflow":{"name":"evil","tasks":[{"key":"a","type":"echo"}]},"id":"0190a0a0-0000-7000-8000-000000000001"}}` + "\n"
 
 // sendLine writes one request on c and returns the reply line, or the
@@ -133,8 +105,8 @@ func TestForwardPortRefusesNonMembers(t *testing.T) {
 	attempts := map[string]func() (net.Conn, error){
 		"plaintext":      func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 5*time.Second) },
 		"no certificate": func() (net.Conn, error) { return tlsDial() },
-		"self-signed n2": func() (net.Conn, error) { return tlsDial(selfSignedNode(t, "n2")) },
-		"CA-signed n9":   func() (net.Conn, error) { return tlsDial(pair(t, certs, "n9")) },
+		"self-signed n2": func() (net.Conn, error) { return tlsDial(testutil.SelfSignedNode(t, "n2")) },
+		"CA-signed n9":   func() (net.Conn, error) { return tlsDial(testutil.NodePair(t, certs, "n9")) },
 	}
 	for name, dial := range attempts {
 		t.Run(name, func(t *testing.T) {
@@ -153,7 +125,7 @@ func TestForwardPortRefusesNonMembers(t *testing.T) {
 	}
 
 	// A member: forwarded methods are served, the rest are not there.
-	nc, err := tlsDial(pair(t, certs, "n2"))
+	nc, err := tlsDial(testutil.NodePair(t, certs, "n2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +202,7 @@ func servedSerial(t testing.TB, addr string, client tls.Certificate) string {
 func TestReloadTLS(t *testing.T) {
 	agents, certs := startTLSAgents(t, 1)
 	a := agents[0]
-	me := pair(t, certs, "n1")
+	me := testutil.NodePair(t, certs, "n1")
 	before := servedSerial(t, a.cfg.ForwardAddr, me)
 	cert, key := pki.NodeFiles(certs, "n1")
 	os.Remove(cert)

@@ -3,16 +3,11 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
+	"github.com/flowd/flowd/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -69,29 +64,6 @@ func startTLSCluster(t testing.TB, n int) (*cluster, string) {
 	return c, certs
 }
 
-func keyPair(t testing.TB, dir, id string) tls.Certificate {
-	t.Helper()
-	kp, err := tls.LoadX509KeyPair(filepath.Join(dir, id+".pem"), filepath.Join(dir, id+"-key.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kp
-}
-
-// impostor is a self-signed certificate claiming to be node id.
-func impostor(t testing.TB, id string) tls.Certificate {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: id, OrganizationalUnit: []string{"flowd node"}},
-		DNSNames: []string{id}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // outsider is a raft transport that presents cert and trusts anyone.
 type outsider struct {
 	net.Listener
@@ -134,7 +106,7 @@ func TestTLSAttackersAreRefused(t *testing.T) {
 	forgedID := "0190a0a0-0000-7000-8000-00000000beef"
 	spec := `{"name":"forged","tasks":[{"key":"a","type":"echo"}]}`
 
-	for name, cert := range map[string]tls.Certificate{"self-signed n2": impostor(t, "n2"), "CA-signed n9": keyPair(t, certs, "n9")} {
+	for name, cert := range map[string]tls.Certificate{"self-signed n2": testutil.SelfSignedNode(t, "n2"), "CA-signed n9": testutil.NodePair(t, certs, "n9")} {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: &outsider{Listener: ln, cert: cert}, MaxPool: 1, Timeout: 2 * time.Second})
 		hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(leader.id), Addr: []byte(leader.raft)}
@@ -161,10 +133,10 @@ func TestTLSAttackersAreRefused(t *testing.T) {
 			return tls.Dial("tcp", leader.fwd, &tls.Config{InsecureSkipVerify: true})
 		},
 		"self-signed n2": func() (net.Conn, error) {
-			return tls.Dial("tcp", leader.fwd, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{impostor(t, "n2")}})
+			return tls.Dial("tcp", leader.fwd, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{testutil.SelfSignedNode(t, "n2")}})
 		},
 		"CA-signed n9": func() (net.Conn, error) {
-			return tls.Dial("tcp", leader.fwd, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{keyPair(t, certs, "n9")}})
+			return tls.Dial("tcp", leader.fwd, &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{testutil.NodePair(t, certs, "n9")}})
 		},
 	} {
 		conn, err := dial()
@@ -223,7 +195,7 @@ func TestTLSRotationOnSIGHUP(t *testing.T) {
 	c, certs := startTLSCluster(t, 3)
 	leader := c.waitLeader()
 	a := c.followers(leader)[0]
-	me := keyPair(t, certs, leader.id)
+	me := testutil.NodePair(t, certs, leader.id)
 	old, err := servedSerialOf(t, a.fwd, me)
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +208,7 @@ func TestTLSRotationOnSIGHUP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := keyPair(t, certs, a.id).Leaf.SerialNumber.Text(16)
+	want := testutil.NodePair(t, certs, a.id).Leaf.SerialNumber.Text(16)
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
