@@ -69,19 +69,22 @@ func (n *Node) Failure() error {
 // failure, a data directory that vanished, a disk too full, or state that
 // diverged from the cluster's (the digest check).
 func (n *Node) Health() string {
+	if n.disk != nil && n.Failure() == nil {
+		if err := n.disk.check(); err != nil {
+			n.fail(err)
+		}
+	}
+	return n.Serving()
+}
+
+// Serving is Health without looking at the disk (no system calls): what
+// every client call asks. The disk is checked before every raft log
+// append and by every /readyz.
+func (n *Node) Serving() string {
 	if err := n.Failure(); err != nil {
 		return err.Error()
 	}
-	if n.disk != nil {
-		if err := n.disk.check(); err != nil {
-			n.fail(err)
-			return n.Failure().Error()
-		}
-	}
-	if d := n.digest.divergence(); d != "" {
-		return d
-	}
-	return ""
+	return n.digest.divergence()
 }
 
 // diskGuard checks that the files the node has open are still the ones in
@@ -146,8 +149,10 @@ type checkedLogStore struct {
 	n *Node
 }
 
-func (s *checkedLogStore) guard(op string, err error) error {
-	if err == nil && s.n.disk != nil {
+// guard checks the disk before an operation (err nil, before: true) and
+// makes a failed one fatal.
+func (s *checkedLogStore) guard(op string, err error, before bool) error {
+	if before && s.n.disk != nil {
 		err = s.n.disk.check()
 	}
 	if err != nil {
@@ -158,21 +163,21 @@ func (s *checkedLogStore) guard(op string, err error) error {
 }
 
 func (s *checkedLogStore) StoreLog(l *raft.Log) error {
-	if err := s.guard("append", nil); err != nil {
+	if err := s.guard("append", nil, true); err != nil {
 		return err
 	}
-	return s.guard("append", s.LogStore.StoreLog(l))
+	return s.guard("append", s.LogStore.StoreLog(l), false)
 }
 
 func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
-	if err := s.guard("append", nil); err != nil {
+	if err := s.guard("append", nil, true); err != nil {
 		return err
 	}
-	return s.guard("append", s.LogStore.StoreLogs(logs))
+	return s.guard("append", s.LogStore.StoreLogs(logs), false)
 }
 
 func (s *checkedLogStore) DeleteRange(min, max uint64) error {
-	return s.guard("compaction", s.LogStore.DeleteRange(min, max))
+	return s.guard("compaction", s.LogStore.DeleteRange(min, max), false)
 }
 
 // checkedStableStore: raft's term and vote, same rule.

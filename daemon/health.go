@@ -40,7 +40,7 @@ func (a *Agent) refuseUnhealthy(methods map[string]rpc.Handler) map[string]rpc.H
 			continue
 		}
 		out[name] = func(ctx context.Context, raw json.RawMessage) (any, error) {
-			if reason := a.unhealthy(); reason != "" {
+			if reason := a.refusing(); reason != "" {
 				return nil, &domain.UnavailableError{Reason: "this node refuses to serve: " + reason + "; use another node", RetryAfter: time.Second}
 			}
 			return h(ctx, raw)
@@ -55,6 +55,16 @@ func (a *Agent) unhealthy() string {
 		return ""
 	}
 	return a.node.Health()
+}
+
+// refusing is unhealthy without the disk check (no system calls on every
+// client call): a storage failure found by a raft append or /readyz, or a
+// digest divergence.
+func (a *Agent) refusing() string {
+	if a.node == nil {
+		return ""
+	}
+	return a.node.Serving()
 }
 
 // IsStorageFailure reports whether err (from New or Run) is a local
