@@ -107,14 +107,17 @@ func (d *Dispatcher) remove(wt *waiter) {
 // failAll ends every waiting claim with err (leadership lost).
 func (d *Dispatcher) failAll(err error) {
 	d.mu.Lock()
-	ws := d.waiters
+	var ending []*waiter
+	for _, wt := range d.waiters {
+		if !wt.done { // done is read under d.mu by a claim whose ctx ended
+			wt.done = true
+			ending = append(ending, wt)
+		}
+	}
 	d.waiters = nil
 	d.mu.Unlock()
-	for _, wt := range ws {
-		if !wt.done {
-			wt.done = true
-			wt.ch <- claimOutcome{err: err}
-		}
+	for _, wt := range ending {
+		wt.ch <- claimOutcome{err: err}
 	}
 }
 
