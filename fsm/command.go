@@ -299,6 +299,16 @@ func Decode(buf []byte) (Command, error) {
 		c = &SettingsSet{}
 	case MsgGC:
 		c = &GC{}
+	case MsgScheduleCreate:
+		c = &ScheduleCreate{}
+	case MsgScheduleFire:
+		c = &ScheduleFire{}
+	case MsgSchedulePause:
+		c = &SchedulePause{}
+	case MsgScheduleTrigger:
+		c = &ScheduleTrigger{}
+	case MsgScheduleDelete:
+		c = &ScheduleDelete{}
 	case MsgMulti:
 		c = &Multi{}
 	case MsgBatch:

@@ -313,6 +313,16 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applySettingsSet(c)
 	case *GC:
 		return a.applyGC(c)
+	case *ScheduleCreate:
+		return a.applyScheduleCreate(c)
+	case *ScheduleFire:
+		return a.applyScheduleFire(c)
+	case *SchedulePause:
+		return a.applySchedulePause(c)
+	case *ScheduleTrigger:
+		return a.applyScheduleTrigger(c)
+	case *ScheduleDelete:
+		return a.applyScheduleDelete(c)
 	case *Multi:
 		return a.applyMulti(c)
 	case *Noop:

@@ -31,7 +31,7 @@ type IndexedStore struct {
 }
 
 // hotPrefixes are mirrored in memory.
-var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, []byte("m/")}
+var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, []byte("m/")}
 
 // isHot reports whether key (or every key under a scan prefix) lies in a
 // hot prefix.
