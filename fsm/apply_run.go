@@ -28,6 +28,12 @@ func (a *applier) applySubmit(c *Submit) any {
 	if err := a.checkRunInput(c.Input, c.Labels, c.IfFull); err != nil {
 		return err
 	}
+	startAt, err := a.delayedStart(c)
+	if err != nil {
+		return err
+	}
+	a.startAt = startAt
+	defer func() { a.startAt = 0 }()
 	r, err := a.createRun(c.ID, c.Spec.NormalizeWith(a.getSettings().DefaultMaxAttempts), c.Input, c.Labels, "", nil, c.IfFull, c.Nonce)
 	if err != nil {
 		return err
@@ -68,6 +74,10 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 		ParentID: parent, ReplayOf: parent, Nonce: nonce,
 		Counts:    domain.TaskCounts{domain.TaskPending: len(spec.Tasks)},
 		CreatedAt: a.now, CreateIndex: a.index, ModifyIndex: a.index,
+		DeadlineMS: spec.DeadlineMS,
+	}
+	if a.startAt > a.now {
+		r.StartAt = a.startAt // set before the first state: rearmRun arms it
 	}
 	a.newRun(r)
 	a.put(specKey(id), spec)
@@ -85,6 +95,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			RunID: id, Key: ts.Key, Seq: i, Type: ts.Type, Queue: ts.Queue, Input: ts.Input,
 			Deps: ts.Deps, Dependents: dependents[ts.Key], Priority: ts.Priority, LeaseMS: ts.LeaseMS,
 			Retry: *ts.Retry, RevertType: ts.RevertType, State: domain.TaskPending,
+			TimeoutMS: ts.TimeoutMS, ScheduleToStartMS: ts.ScheduleToStartMS, Signal: ts.Signal,
 			CreateIndex: a.index, ModifyIndex: a.index,
 		}
 		a.newTask(t)
@@ -94,11 +105,12 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			a.stepTask(r, t, domain.EdgeReuseResult, nil)
 		}
 	}
-	if full {
-		cnt.NextAdmit++
-		r.AdmitSeq = cnt.NextAdmit
-		must(a.tx.Set(pendingKey(r.AdmitSeq, r.ID), []byte{}))
-	} else {
+	switch {
+	case r.StartAt != 0:
+		// Delayed: pending until its start time (fireRun admits it).
+	case full:
+		a.queueForAdmission(r)
+	default:
 		a.start(r)
 	}
 	return r, nil
@@ -112,6 +124,9 @@ func (a *applier) hasPendingRuns() bool {
 
 // start admits a run: it starts running and its roots become ready.
 func (a *applier) start(r *Run) {
+	if r.DeadlineMS > 0 && r.DeadlineAt == 0 {
+		r.DeadlineAt = a.now + r.DeadlineMS // armed by the state change
+	}
 	a.stepRun(r, domain.EdgeStart)
 	for _, t := range a.runTasks(r.ID) {
 		if t.State == domain.TaskPending && a.depsSucceeded(t) {

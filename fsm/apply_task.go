@@ -90,6 +90,9 @@ func (a *applier) claimTask(t *Task, worker, req string) Claimed {
 		if t.StartedAt == 0 {
 			t.StartedAt = a.now
 		}
+		if t.TimeoutMS > 0 {
+			t.TimeoutAt = a.now + t.TimeoutMS // the lease never extends past it
+		}
 		a.grantLease(t, worker, req, false, t.Attempt)
 		a.stepTask(r, t, domain.EdgeClaim, func(e *Event) { e.Worker = worker })
 	}
@@ -112,6 +115,9 @@ func claimedOf(t *Task, r *Run, dep func(key string) *Task) Claimed {
 		cl.Type, cl.Attempt, cl.Compensation, cl.Result = t.RevertType, t.Comp.Attempt, true, t.Result
 	} else {
 		cl.Type, cl.Attempt = t.Type, t.Attempt
+		if t.TimeoutAt != 0 {
+			cl.TimeoutMS, cl.DeadlineAt = t.TimeoutMS, t.TimeoutAt
+		}
 	}
 	cl.DepResults = map[string]json.RawMessage{}
 	for _, d := range t.Deps {
@@ -149,6 +155,9 @@ func (a *applier) applyHeartbeat(c *Heartbeat) any {
 		return &AckResult{}
 	}
 	t.ack(a.now) // the worker has the claim: from now on an expiry counts
+	if a.timedOut(t) {
+		return &AckResult{}
+	}
 	a.extendLease(t)
 	return &AckResult{Accepted: true, LeaseExpiresAt: t.LeaseExpiresAt}
 }
@@ -168,6 +177,9 @@ func (a *applier) applyComplete(c *Complete) any {
 		return &AckResult{Accepted: lastAttempt(t, c.Token, OutcomeSucceeded)}
 	}
 	t.ack(a.now)
+	if a.timedOut(t) {
+		return &AckResult{} // too late: the attempt ended at its timeout
+	}
 	if t.State == domain.TaskReverting {
 		if len(c.Spawn) > 0 {
 			return fmt.Errorf("%w: a compensation cannot spawn tasks", ErrInvalidArgument)
@@ -253,6 +265,7 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 			RunID: r.ID, Key: ch.Key, Seq: have + i, Type: ch.Type, Queue: ch.Queue, Input: ch.Input,
 			Deps: deps, Dependents: append(append([]string(nil), oldDependents...), siblingDependents[ch.Key]...),
 			Priority: ch.Priority, LeaseMS: ch.LeaseMS, Retry: *ch.Retry, RevertType: ch.RevertType,
+			TimeoutMS: ch.TimeoutMS, ScheduleToStartMS: ch.ScheduleToStartMS, Signal: ch.Signal,
 			SpawnedBy: parent.Key, State: domain.TaskPending, CreateIndex: a.index,
 		}
 		a.newTask(t)
@@ -288,6 +301,9 @@ func (a *applier) applyFail(c *Fail) any {
 		return &AckResult{Accepted: lastAttempt(t, c.Token, OutcomeFailed)}
 	}
 	t.ack(a.now)
+	if a.timedOut(t) {
+		return &AckResult{}
+	}
 	retryable := c.Retryable == nil || *c.Retryable
 	a.endLease(t, OutcomeFailed, c.Error)
 	a.failAttempt(r, t, c.Error, retryable)
@@ -343,6 +359,9 @@ func (a *applier) applyReap(c *Reap) any {
 		}
 		r := a.loadRun(t.RunID)
 		worker := t.LeaseOwner
+		if a.timedOut(t) {
+			continue
+		}
 		a.getCounters().LeaseExpiries++
 		acked := t.acked()
 		if !acked && freeExpiry(r, t) {
@@ -427,12 +446,19 @@ func (a *applier) applyTick(c *Tick) any {
 	n := 0
 	for _, k := range due {
 		a.del(k)
-		t := a.loadTaskByID(string(k[len(pfxWake)+8:]))
+		id, at := string(k[len(pfxWake)+8:]), int64(getU64(k[len(pfxWake):len(pfxWake)+8])^(1<<63))
+		if !strings.Contains(id, "/") {
+			n += a.fireRun(id, at)
+			continue
+		}
+		t := a.loadTaskByID(id)
 		if t == nil {
 			continue
 		}
 		r := a.loadRun(t.RunID)
 		switch {
+		case t.DueAt != 0 && t.DueAt == at:
+			n += a.fireReady(r, t)
 		case t.State == domain.TaskRetrying && t.RetryAt <= a.now:
 			t.RetryAt = 0
 			a.stepTask(r, t, domain.EdgeRetryReady, nil)

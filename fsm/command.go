@@ -43,6 +43,9 @@ const (
 	MsgDigestVerdict MsgType = 22
 	// MsgQueueDelete forgets a queue that holds no ready or running task.
 	MsgQueueDelete MsgType = 23
+	// MsgTaskSignal and MsgRunSignal complete waiting tasks (apply_signal.go).
+	MsgTaskSignal MsgType = 30
+	MsgRunSignal  MsgType = 31
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -94,6 +97,10 @@ type Submit struct {
 	IfFull string            `json:"if_full,omitempty"` // "queue" (default) | "reject"
 	// Nonce identifies the call (its retries share it): see Run.Nonce.
 	Nonce string `json:"nonce,omitempty"`
+	// StartAt (ms since the epoch) or DelayMS (after the entry's stamp)
+	// delay the run's start; at most one is set.
+	StartAt int64 `json:"start_at,omitempty"`
+	DelayMS int64 `json:"delay_ms,omitempty"`
 }
 
 // Waiter is one long-polling worker's request inside a Claim.
@@ -319,6 +326,10 @@ func Decode(buf []byte) (Command, error) {
 		return m, nil
 	case MsgNoop:
 		c = &Noop{}
+	case MsgTaskSignal:
+		c = &TaskSignal{}
+	case MsgRunSignal:
+		c = &RunSignal{}
 	case MsgNodeInfo:
 		c = &NodeInfo{}
 	case MsgDigestMark, MsgDigestVerdict:
@@ -362,6 +373,10 @@ type Claimed struct {
 	LeaseMS        int64                      `json:"lease_ms"`
 	LeaseExpiresAt int64                      `json:"lease_expires_at"`
 	DepResults     map[string]json.RawMessage `json:"dep_results"`
+	// TimeoutMS and DeadlineAt: the attempt's timeout_ms and the leader
+	// time it ends at (0 = none); the lease is never renewed past it.
+	TimeoutMS  int64 `json:"timeout_ms,omitempty"`
+	DeadlineAt int64 `json:"deadline_at,omitempty"`
 	// Compensation is set when the claim is a revert handler run; Result is
 	// then the task's recorded result, the thing to undo.
 	Compensation bool            `json:"compensation,omitempty"`

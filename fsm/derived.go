@@ -11,7 +11,7 @@ import (
 // (rf/) are functions of the task and run records: a task is in the ready
 // index iff its record says Indexed (at the key its queue, dispatch type,
 // priority and ReadySeq give), leased iff LeaseExpiresAt is set, due for a
-// wake-up iff RetryAt is set; a run waits for admission iff it is pending
+// wake-up iff RetryAt or DueAt is set (a run iff WakeAt is); a run waits for admission iff it is pending
 // with an AdmitSeq, is listed under its State, and under its FinishedAt
 // iff that is set. The applier maintains them with the records
 // (dispatch.go, state.go), and IndexedStore keeps them in memory only:
@@ -48,6 +48,9 @@ func taskIndexKeys(out [][]byte, t *Task) [][]byte {
 	}
 	if t.RetryAt != 0 {
 		out = append(out, wakeKey(t.RetryAt, t.ID()))
+	}
+	if t.DueAt != 0 {
+		out = append(out, wakeKey(t.DueAt, t.ID()))
 	}
 	return out
 }
@@ -89,6 +92,9 @@ func deriveIndexes(r Reader, put func(key []byte)) error {
 		}
 		if run.FinishedAt != 0 {
 			put(finishedKey(run.FinishedAt, run.ID))
+		}
+		if run.WakeAt != 0 {
+			put(wakeKey(run.WakeAt, run.ID)) // a run id has no '/': not a task's
 		}
 		return true
 	})

@@ -31,7 +31,7 @@ func (a *applier) dispatchable(r *Run, t *Task) bool {
 	}
 	switch {
 	case t.State == domain.TaskReady:
-		return r.State == domain.RunRunning
+		return r.State == domain.RunRunning && t.Type != domain.TypeWait // a signal completes a wait task
 	case t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompReady:
 		return r.State == domain.RunReverting
 	}
@@ -43,6 +43,7 @@ func (a *applier) makeReady(r *Run, t *Task) {
 	t.ReadySeq = a.nextSeq()
 	t.ReadyAt = a.now
 	a.indexTask(r, t)
+	a.armReady(t)
 }
 
 func (a *applier) readyKeyOf(t *Task) []byte {
@@ -100,7 +101,7 @@ func (a *applier) grantLease(t *Task, worker, req string, comp bool, n int) {
 	if req != "" {
 		must(a.tx.Set(claimReqKey(worker, req, t.ID()), []byte{}))
 	}
-	t.LeaseExpiresAt = a.now + t.LeaseMS
+	t.LeaseExpiresAt = a.leaseEnd(t)
 	t.Attempts = append(t.Attempts, Attempt{N: n, Worker: worker, Token: a.index, ClaimedAt: a.now,
 		Outcome: OutcomeRunning, Compensation: comp})
 	must(a.tx.Set(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{}))
@@ -124,12 +125,13 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 		b.Trial = ""
 	}
 	t.LeaseOwner, t.LeaseRequest, t.LeaseExpiresAt = "", "", 0
+	t.TimeoutAt = 0
 }
 
 // extendLease moves t's lease expiry to now + lease.
 func (a *applier) extendLease(t *Task) {
 	a.del(leaseKey(t.LeaseExpiresAt, t.ID()))
-	t.LeaseExpiresAt = a.now + t.LeaseMS
+	t.LeaseExpiresAt = a.leaseEnd(t)
 	must(a.tx.Set(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{}))
 }
 

@@ -327,6 +327,10 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyMulti(c)
 	case *Noop:
 		return nil
+	case *TaskSignal:
+		return a.applyTaskSignal(c)
+	case *RunSignal:
+		return a.applyRunSignal(c)
 	case *NodeInfo:
 		return a.applyNodeInfo(c)
 	default:
@@ -343,6 +347,8 @@ type applier struct {
 	evSeq  uint32 // per-entry event counter
 	limits domain.Limits
 	events []Event
+	// startAt is the delayed start of the run the current Submit creates.
+	startAt int64
 	// readyCursor remembers, during one claim, where each ready list's
 	// scan left off (see nextReady).
 	readyCursor map[string][]byte

@@ -34,9 +34,19 @@ type Run struct {
 	// run state is derived from it.
 	Counts domain.TaskCounts `json:"counts"`
 
-	CreatedAt   int64  `json:"created_at"`
-	StartedAt   int64  `json:"started_at,omitempty"`
-	FinishedAt  int64  `json:"finished_at,omitempty"`
+	CreatedAt  int64 `json:"created_at"`
+	StartedAt  int64 `json:"started_at,omitempty"`
+	FinishedAt int64 `json:"finished_at,omitempty"`
+	// StartAt is the delayed start the run was submitted with (start_at or
+	// delay_ms; 0 = none): the run stays pending until then.
+	StartAt int64 `json:"start_at,omitempty"`
+	// DeadlineMS is the frozen spec's deadline_ms; DeadlineAt is when the
+	// run passes it (set when the run starts).
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	DeadlineAt int64 `json:"deadline_at,omitempty"`
+	// WakeAt is the run's timer in the wake-up index (its delayed start
+	// while it waits for it, its deadline while it runs; 0 = none).
+	WakeAt      int64  `json:"wake_at,omitempty"`
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
 }
@@ -86,6 +96,18 @@ type Task struct {
 	Unacked int           `json:"unacked,omitempty"`
 	Comp    *Compensation `json:"compensation,omitempty"`
 
+	// TimeoutMS, ScheduleToStartMS and Signal are the spec's (see
+	// domain.TaskSpec). TimeoutAt is the live attempt's deadline (its lease
+	// never extends past it), or a wait task's; DueAt is the timer of a
+	// ready task (a wait task's timeout, or schedule_to_start) in the
+	// wake-up index. SignalID is the signal that completed a wait task.
+	TimeoutMS         int64  `json:"timeout_ms,omitempty"`
+	ScheduleToStartMS int64  `json:"schedule_to_start_ms,omitempty"`
+	Signal            string `json:"signal,omitempty"`
+	TimeoutAt         int64  `json:"timeout_at,omitempty"`
+	DueAt             int64  `json:"due_at,omitempty"`
+	SignalID          string `json:"signal_id,omitempty"`
+
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
 }
@@ -110,7 +132,9 @@ const (
 	// is not counted: the task went back to ready at once and its next
 	// claim carries the same attempt number.
 	OutcomeLeaseUnacked = "lease_unacked"
-	OutcomeCancelled    = "cancelled" // lease revoked by cancel
+	// OutcomeTimedOut: the attempt ran past the task's timeout_ms.
+	OutcomeTimedOut  = "timed_out"
+	OutcomeCancelled = "cancelled" // lease revoked by cancel
 	OutcomeRevoked      = "revoked"   // lease revoked by revert
 )
 

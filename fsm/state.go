@@ -317,6 +317,9 @@ func (a *applier) stepTask(r *Run, t *Task, edge string, extra func(*Event)) {
 	to, err := domain.TaskMachine.Step(from, edge)
 	must(err)
 	t.State = to
+	if to != domain.TaskReady {
+		a.setDue(t, 0) // a ready task's timer ends with its readiness
+	}
 	if r.Counts == nil {
 		r.Counts = domain.TaskCounts{}
 	}
@@ -378,4 +381,5 @@ func (a *applier) setRunState(r *Run, to domain.RunState) {
 		r.FinishedAt = a.now
 		must(a.tx.Set(finishedKey(r.FinishedAt, r.ID), []byte{}))
 	}
+	a.rearmRun(r)
 }

@@ -263,7 +263,7 @@ func TestValidateRealTableVariants(t *testing.T) {
 		t.Errorf("duplicate claim: %v", err)
 	}
 
-	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 16 {
+	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 18 { // 16 + timeout, signal
 		t.Errorf("the global task table was modified")
 	}
 }

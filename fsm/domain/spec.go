@@ -9,7 +9,10 @@ import (
 type Spec struct {
 	Name      string     `json:"name,omitempty"`
 	OnFailure string     `json:"on_failure,omitempty"`
-	Tasks     []TaskSpec `json:"tasks"`
+	// DeadlineMS bounds the run's running time, counted from its start:
+	// once it passes the run is cancelled (reverted with on_failure revert).
+	DeadlineMS int64      `json:"deadline_ms,omitempty"`
+	Tasks      []TaskSpec `json:"tasks"`
 }
 
 // TaskSpec is one task of a workflow, or a child spawned by a completing
@@ -24,7 +27,19 @@ type TaskSpec struct {
 	LeaseMS    int64           `json:"lease_ms,omitempty"`
 	Priority   int32           `json:"priority,omitempty"`
 	RevertType string          `json:"revert_type,omitempty"`
+	// TimeoutMS bounds one attempt's running time (a claim's lease cannot
+	// be renewed past it); for a wait task, how long it waits for a signal.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// ScheduleToStartMS bounds how long the task may stay ready without a
+	// claim; past it the task fails (no retry: no worker took it).
+	ScheduleToStartMS int64 `json:"schedule_to_start_ms,omitempty"`
+	// Signal is the name a wait task listens for with run.signal.
+	Signal string `json:"signal,omitempty"`
 }
+
+// IsWait reports whether the task is a wait task: no worker claims it; a
+// signal completes it.
+func (t TaskSpec) IsWait() bool { return t.Type == TypeWait }
 
 // RetryPolicy says how often and how far apart a task is attempted.
 type RetryPolicy struct {

@@ -29,6 +29,11 @@ const (
 	EdgeCancelRetrying        = "cancel_retrying"
 	EdgeReuseResult           = "reuse_result"
 	EdgeCancelReverting       = "cancel_reverting"
+	// EdgeTimeout: an attempt ran past its timeout_ms (running), or a task
+	// waited past its timeout_ms or schedule_to_start_ms (ready).
+	EdgeTimeout = "timeout"
+	// EdgeSignal: a signal completed a waiting (ready) wait task.
+	EdgeSignal = "signal"
 )
 
 // RunMachine is the run state machine.
@@ -98,5 +103,7 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeReverted, From: []TaskState{TaskReverting}, To: TaskReverted},
 		{Name: EdgeRevertFailed, From: []TaskState{TaskReverting}, To: TaskFailed},
 		{Name: EdgeCancelReverting, From: []TaskState{TaskReverting}, To: TaskCancelled},
+		{Name: EdgeTimeout, From: []TaskState{TaskReady, TaskRunning}, To: TaskFailed},
+		{Name: EdgeSignal, From: []TaskState{TaskReady}, To: TaskSucceeded},
 	},
 })

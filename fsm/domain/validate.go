@@ -73,8 +73,9 @@ func (ps problems) err() error {
 }
 
 var (
-	specFields  = fields("name", "on_failure", "tasks")
-	taskFields  = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type")
+	specFields  = fields("name", "on_failure", "deadline_ms", "tasks")
+	taskFields  = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
+		"timeout_ms", "schedule_to_start_ms", "signal")
 	retryFields = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
 
@@ -91,6 +92,7 @@ func ParseSpec(raw []byte, lim Limits) (Spec, error) {
 	ps.unknown("", top, specFields)
 	decodeField(&ps, top, "name", "name", &spec.Name)
 	decodeField(&ps, top, "on_failure", "on_failure", &spec.OnFailure)
+	decodeField(&ps, top, "deadline_ms", "deadline_ms", &spec.DeadlineMS)
 	var tasks []json.RawMessage
 	decodeField(&ps, top, "tasks", "tasks", &tasks)
 	for i, rt := range tasks {
@@ -131,6 +133,9 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	decodeField(ps, m, "lease_ms", path+".lease_ms", &t.LeaseMS)
 	decodeField(ps, m, "priority", path+".priority", &t.Priority)
 	decodeField(ps, m, "revert_type", path+".revert_type", &t.RevertType)
+	decodeField(ps, m, "timeout_ms", path+".timeout_ms", &t.TimeoutMS)
+	decodeField(ps, m, "schedule_to_start_ms", path+".schedule_to_start_ms", &t.ScheduleToStartMS)
+	decodeField(ps, m, "signal", path+".signal", &t.Signal)
 	if in, ok := m["input"]; ok && !bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		t.Input = compact(in)
 	}
@@ -201,6 +206,9 @@ func validateSpec(s Spec, lim Limits) problems {
 	if len(s.Tasks) > lim.MaxTasks {
 		ps.add(CodeTooManyTasks, "tasks", "%d tasks exceed the limit of %d per run", len(s.Tasks), lim.MaxTasks)
 	}
+	if s.DeadlineMS < 0 || s.DeadlineMS > MaxTimeoutMS {
+		ps.add(CodeBadTimeout, "deadline_ms", "deadline_ms %d must be between 1 and %d (0 means none)", s.DeadlineMS, MaxTimeoutMS)
+	}
 	ps = append(ps, validateTasks(s.Tasks, "tasks", nil, lim)...)
 	return ps
 }
@@ -253,6 +261,7 @@ func validateTasks(tasks []TaskSpec, prefix string, existing map[string]bool, li
 		} else if t.LeaseMS > 0 && t.LeaseMS < 100 {
 			ps.add(CodeBadLease, path+".lease_ms", "lease_ms %d is below the minimum of 100", t.LeaseMS)
 		}
+		ps = append(ps, validateTimeouts(t, path, lim)...)
 		if r := t.Retry; r != nil {
 			rp := path + ".retry"
 			if r.MaxAttempts < 0 || r.MaxAttempts > lim.MaxAttempts {
