@@ -13,6 +13,7 @@ import (
 // reads run on the leader (forwarded when this node follows).
 func (a *Agent) methods() map[string]rpc.Handler {
 	m := a.methodTable()
+	a.addScheduleMethods(m)
 	for name, h := range m {
 		if !unfenced[name] {
 			m[name] = a.fenced(h)

@@ -272,6 +272,28 @@ var methodRoutes = map[string]routeClass{
 	MethodSnapshotRest:   routeLeader, // the file is read on the leader's machine
 }
 
+// Schedule methods (params and results: internal/schedrpc).
+const (
+	MethodScheduleCreate  = "schedule.create"
+	MethodScheduleGet     = "schedule.get"
+	MethodScheduleList    = "schedule.list"
+	MethodSchedulePause   = "schedule.pause"
+	MethodScheduleResume  = "schedule.resume"
+	MethodScheduleTrigger = "schedule.trigger"
+	MethodScheduleDelete  = "schedule.delete"
+)
+
+func init() {
+	for _, m := range []string{MethodScheduleGet, MethodScheduleList} {
+		methodRoutes[m] = routeRead
+		methodRoles[m] = RoleRead
+	}
+	// Writes: the role a submit needs (admin; not in methodRoles).
+	for _, m := range []string{MethodScheduleCreate, MethodSchedulePause, MethodScheduleResume, MethodScheduleTrigger, MethodScheduleDelete} {
+		methodRoutes[m] = routeLeader
+	}
+}
+
 // LeaderBound reports whether method runs on the leader (a follower
 // forwards it): writes, long polls, workers.list and the operator writes.
 // An unknown method is not leader-bound: it goes to the current
