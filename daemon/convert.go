@@ -26,6 +26,8 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 		CreatedAt: ms(r.CreatedAt), StartedAt: ms(r.StartedAt), FinishedAt: ms(r.FinishedAt),
 		ParentID: r.ParentID, ReplayOf: r.ReplayOf, Labels: r.Labels, Input: r.Input, Reason: r.Reason,
 		PausedQueues: r.PausedQueues, Counts: map[string]int{}, TaskCount: r.Tasks(), ModifyIndex: r.ModifyIndex,
+		StartAt: ms(r.StartAt), DeadlineMS: r.DeadlineMS, DeadlineAt: ms(r.DeadlineAt),
+		Scheduled: r.State == domain.RunPending && r.StartAt != 0 && r.AdmitSeq == 0,
 	}
 	for s, n := range r.Counts {
 		out.Counts[string(s)] = n
@@ -48,6 +50,19 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 		RetryAt: ms(t.RetryAt), StartedAt: ms(t.StartedAt), FinishedAt: ms(t.FinishedAt),
 		Priority: t.Priority, RevertType: t.RevertType, SpawnedBy: t.SpawnedBy, Deps: t.Deps,
 		Result: t.Result, Error: t.Error, Reused: t.Reused,
+		TimeoutMS: t.TimeoutMS, ScheduleToStartMS: t.ScheduleToStartMS, Signal: t.Signal, SignalID: t.SignalID,
+	}
+	if t.State == domain.TaskRetrying {
+		out.NotBefore = ms(t.RetryAt)
+	}
+	if t.Type == domain.TypeWait {
+		out.Waiting = t.State == domain.TaskReady
+		out.Signal = t.ListensFor()
+	}
+	if t.TimeoutAt != 0 {
+		out.DeadlineAt = ms(t.TimeoutAt)
+	} else if t.DueAt != 0 {
+		out.DeadlineAt = ms(t.DueAt)
 	}
 	if out.Deps == nil {
 		out.Deps = []string{}
@@ -73,6 +88,7 @@ func toClaimed(c fsm.Claimed) rpc.Claimed {
 		TaskID: c.TaskID, RunID: c.RunID, TaskKey: c.TaskKey, Type: c.Type, Queue: c.Queue, Input: c.Input,
 		RunInput: c.RunInput, Attempt: c.Attempt, FencingToken: c.FencingToken, LeaseMS: c.LeaseMS,
 		LeaseExpiresAt: ms(c.LeaseExpiresAt), DepResults: c.DepResults, Compensation: c.Compensation, Result: c.Result,
+		TimeoutMS: c.TimeoutMS, DeadlineAt: ms(c.DeadlineAt),
 	}
 }
 

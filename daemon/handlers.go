@@ -68,6 +68,8 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodRaftTransfer:   rpc.Func(a.raftTransfer),
 		rpc.MethodSnapshotSave:   rpc.Func(a.snapshotSave),
 		rpc.MethodSnapshotRest:   rpc.Func(a.snapshotRestore),
+		rpc.MethodTaskSignal:     rpc.Func(a.taskSignal),
+		rpc.MethodRunSignal:      rpc.Func(a.runSignal),
 	}
 }
 

@@ -46,6 +46,10 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	if err := checkLabels(p.Labels); err != nil {
 		return rpc.SubmitResult{}, err
 	}
+	startAt, err := checkDelay(p.StartAt, p.DelayMS)
+	if err != nil {
+		return rpc.SubmitResult{}, err
+	}
 	if p.Nonce == "" {
 		p.Nonce = rpc.NewRequestID() // before forwarding: a retried forward is answered created:true
 	}
@@ -59,7 +63,8 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
-		r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull, Nonce: p.Nonce}, grouped)
+		r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.Submit{ID: p.ID, Spec: spec, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull, Nonce: p.Nonce,
+			StartAt: startAt, DelayMS: p.DelayMS}, grouped)
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}

@@ -135,7 +135,7 @@ const (
 	// OutcomeTimedOut: the attempt ran past the task's timeout_ms.
 	OutcomeTimedOut  = "timed_out"
 	OutcomeCancelled = "cancelled" // lease revoked by cancel
-	OutcomeRevoked      = "revoked"   // lease revoked by revert
+	OutcomeRevoked   = "revoked"   // lease revoked by revert
 )
 
 // Attempt is one claim of a task by a worker: a forward attempt or, with

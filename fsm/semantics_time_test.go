@@ -277,12 +277,12 @@ func TestDelayedStartRespectsTheRunCapAndCancel(t *testing.T) {
 
 func TestTimeoutSpecValidation(t *testing.T) {
 	bad := map[string]string{
-		`{"tasks":[{"key":"a","type":"t","timeout_ms":-1}]}`:                         "timeout_ms",
-		`{"tasks":[{"key":"a","type":"t","timeout_ms":5}]}`:                          "minimum",
-		`{"deadline_ms":-5,"tasks":[{"key":"a","type":"t"}]}`:                        "deadline_ms",
-		`{"tasks":[{"key":"a","type":"t","signal":"go"}]}`:                           "only a task of type",
-		`{"tasks":[{"key":"a","type":"wait","schedule_to_start_ms":100}]}`:           "never claimed",
-		`{"tasks":[{"key":"a","type":"wait","signal":"bad name"}]}`:                  "signal",
+		`{"tasks":[{"key":"a","type":"t","timeout_ms":-1}]}`:                        "timeout_ms",
+		`{"tasks":[{"key":"a","type":"t","timeout_ms":5}]}`:                         "minimum",
+		`{"deadline_ms":-5,"tasks":[{"key":"a","type":"t"}]}`:                       "deadline_ms",
+		`{"tasks":[{"key":"a","type":"t","signal":"go"}]}`:                          "only a task of type",
+		`{"tasks":[{"key":"a","type":"wait","schedule_to_start_ms":100}]}`:          "never claimed",
+		`{"tasks":[{"key":"a","type":"wait","signal":"bad name"}]}`:                 "signal",
 		`{"tasks":[{"key":"a","type":"t","schedule_to_start_ms":999999999999999}]}`: "schedule_to_start_ms",
 	}
 	for spec, want := range bad {

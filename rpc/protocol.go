@@ -50,6 +50,8 @@ const (
 	MethodRaftTransfer   = "operator.raft.transfer_leadership"
 	MethodSnapshotSave   = "snapshot.save"
 	MethodSnapshotRest   = "snapshot.restore"
+	MethodTaskSignal     = "task.signal"
+	MethodRunSignal      = "run.signal"
 
 	// NotifyEvent is the server notification of events.subscribe.
 	NotifyEvent = "event"
@@ -85,6 +87,10 @@ type SubmitParams struct {
 	// call without one picks one, so its own forwarding retries are
 	// answered right.
 	Nonce string `json:"nonce,omitempty"`
+	// StartAt (RFC 3339) or DelayMS delays the run's start: it stays
+	// pending ("scheduled") until then. At most one of the two.
+	StartAt string `json:"start_at,omitempty"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
 }
 
 // SubmitResult of run.submit and run.replay.
@@ -134,6 +140,12 @@ type Run struct {
 	Tasks        []Task            `json:"tasks,omitempty"`
 	Spec         *domain.Spec      `json:"spec,omitempty"`
 	ModifyIndex  uint64            `json:"modify_index"`
+	// Scheduled: pending until StartAt (a delayed start). DeadlineAt: when
+	// the run passes its deadline_ms (set once it started).
+	Scheduled  bool      `json:"scheduled,omitempty"`
+	StartAt    time.Time `json:"start_at,omitzero"`
+	DeadlineMS int64     `json:"deadline_ms,omitempty"`
+	DeadlineAt time.Time `json:"deadline_at,omitzero"`
 }
 
 // Task is the protocol view of a task run.
@@ -166,6 +178,19 @@ type Task struct {
 	Reused       bool            `json:"reused,omitempty"`
 	Compensation *Compensation   `json:"compensation,omitempty"`
 	Attempts     []Attempt       `json:"attempts,omitempty"`
+	// NotBefore: a retrying task is not ready before it (its backoff).
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// TimeoutMS and ScheduleToStartMS are the spec's; DeadlineAt is when
+	// the live attempt times out, or a waiting task's wait or a ready
+	// task's schedule_to_start ends.
+	TimeoutMS         int64     `json:"timeout_ms,omitempty"`
+	ScheduleToStartMS int64     `json:"schedule_to_start_ms,omitempty"`
+	DeadlineAt        time.Time `json:"deadline_at,omitzero"`
+	// Waiting: a wait task waiting for its signal (Signal, the name
+	// run.signal reaches it by). SignalID: the signal that completed it.
+	Waiting  bool   `json:"waiting,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	SignalID string `json:"signal_id,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.
@@ -293,6 +318,11 @@ type Claimed struct {
 	DepResults     map[string]json.RawMessage `json:"dep_results"`
 	Compensation   bool                       `json:"compensation,omitempty"`
 	Result         json.RawMessage            `json:"result,omitempty"`
+	// TimeoutMS: the attempt's timeout_ms (0 = none); DeadlineAt the leader
+	// time it ends at. The lease is never renewed past it; the SDK cancels
+	// the handler's context TimeoutMS after it received the task.
+	TimeoutMS  int64     `json:"timeout_ms,omitempty"`
+	DeadlineAt time.Time `json:"deadline_at,omitzero"`
 }
 
 // ClaimResult of task.claim.

@@ -55,6 +55,10 @@ type Task struct {
 	Attempt      int
 	FencingToken uint64
 	LeaseExpires time.Time
+	// Deadline is when the attempt times out (the task's timeout_ms after
+	// the worker received it; zero: none). The handler's context is
+	// cancelled then, with cause ErrTimeout.
+	Deadline time.Time
 	// Compensation is set when this is a revert handler call; Result is
 	// then the task's recorded result (what to undo).
 	Compensation bool
@@ -109,6 +113,11 @@ func Permanent(err error) error { return &PermanentError{Err: err} }
 // ErrLeaseLost is the cause of a handler's context cancellation when the
 // worker lost the task's lease.
 var ErrLeaseLost = errors.New("lease lost: the task was reaped, cancelled or reverted; its result will be discarded")
+
+// ErrTimeout is the cause of a handler's context cancellation when the
+// attempt ran past the task's timeout_ms: the cluster fails the attempt
+// (and retries it by its policy); the handler's result is discarded.
+var ErrTimeout = errors.New("task timeout: the attempt ran past the task's timeout_ms; its result will be discarded")
 
 // Options configure a Worker.
 type Options struct {
@@ -439,6 +448,16 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	}
 	ctx, cancel := context.WithCancelCause(w.hard)
 	defer cancel(nil)
+	timedOut := make(chan struct{})
+	if c.TimeoutMS > 0 {
+		// Counted from receipt, so the handler stops no earlier than the
+		// cluster's deadline minus the claim's transit (never before it
+		// started).
+		d := time.Duration(c.TimeoutMS) * time.Millisecond
+		t.Deadline = time.Now().Add(d)
+		tm := time.AfterFunc(d, func() { close(timedOut); cancel(ErrTimeout) })
+		defer tm.Stop()
+	}
 	lost := make(chan struct{})
 	hbDone := make(chan struct{})
 	go func() {
@@ -449,6 +468,9 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	cancel(nil)
 	<-hbDone
 	select {
+	case <-timedOut:
+		log.Warn("task ran past its timeout_ms; result discarded (the cluster fails the attempt)")
+		return nil
 	case <-lost:
 		log.Warn("lease lost while running; result discarded")
 		return nil

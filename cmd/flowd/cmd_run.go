@@ -245,11 +245,17 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	}
 	row(tw, "Tasks:", fmt.Sprintf("%d/%d done", r.Done, r.TaskCount)+countsText(r.Counts))
 	row(tw, "Created:", stamp(r.CreatedAt))
+	if r.Scheduled {
+		row(tw, "Scheduled:", "starts at "+stamp(r.StartAt))
+	}
 	row(tw, "Started:", stamp(r.StartedAt))
 	row(tw, "Finished:", stamp(r.FinishedAt))
 	row(tw, "Duration:", span(r.StartedAt, r.FinishedAt))
 	if r.OnFailure != "" {
 		row(tw, "On failure:", r.OnFailure)
+	}
+	if r.DeadlineMS > 0 {
+		row(tw, "Deadline:", deadlineText(r))
 	}
 	if r.ParentID != "" {
 		row(tw, "Parent:", r.ParentID+"  (short "+shortID(r.ParentID)+")")
@@ -286,6 +292,7 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 		if t.Reused {
 			out = strings.TrimSpace("(reused) " + out)
 		}
+		out = timeNote(t, out)
 		deps := "-"
 		if len(t.Deps) > 0 {
 			deps = strings.Join(t.Deps, ",")

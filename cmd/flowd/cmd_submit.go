@@ -29,6 +29,8 @@ var submitCommand = &cli.Command{
 		&cli.StringFlag{Name: "if-full", Value: "queue", Usage: "when the concurrent-run cap is reached: queue or reject"},
 		&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "wait until the run is done"},
 		&cli.DurationFlag{Name: "timeout", Usage: "with --wait: give up waiting after `DUR` (exit 4)", DefaultText: "no limit"},
+		&cli.StringFlag{Name: "start-at", Usage: "start the run at `TIME` (RFC 3339, e.g. 2026-12-01T08:00:00Z); pending until then"},
+		&cli.DurationFlag{Name: "delay", Usage: "start the run `DUR` from now (e.g. 1h); pending until then"},
 	},
 	Action: submitAction,
 }
@@ -75,6 +77,9 @@ func submitAction(cCtx *cli.Context) error {
 		return usageErr(cCtx, "--id %q is not a UUID", p.ID)
 	}
 	var err error
+	if p.StartAt, p.DelayMS, err = delayFlags(cCtx); err != nil {
+		return err
+	}
 	if p.Input, err = jsonArg(cCtx, "--input", cCtx.String("input")); err != nil {
 		return err
 	}

@@ -73,6 +73,21 @@ func taskGetAction(cCtx *cli.Context) error {
 	if !t.RetryAt.IsZero() {
 		row(tw, "Retry at:", stamp(t.RetryAt))
 	}
+	if t.Waiting {
+		row(tw, "Waiting:", "for signal "+t.Signal+" (`flowd run signal "+t.RunID+" "+t.Key+" --data JSON`)")
+	}
+	if !t.NotBefore.IsZero() {
+		row(tw, "Not before:", stamp(t.NotBefore))
+	}
+	if t.TimeoutMS > 0 || t.ScheduleToStartMS > 0 {
+		row(tw, "Timeouts:", fmt.Sprintf("timeout_ms %d, schedule_to_start_ms %d", t.TimeoutMS, t.ScheduleToStartMS))
+	}
+	if !t.DeadlineAt.IsZero() {
+		row(tw, "Deadline:", stamp(t.DeadlineAt))
+	}
+	if t.SignalID != "" {
+		row(tw, "Signal id:", t.SignalID)
+	}
 	row(tw, "Ready at:", stamp(t.ReadyAt))
 	row(tw, "Started:", stamp(t.StartedAt))
 	row(tw, "Finished:", stamp(t.FinishedAt))

@@ -7,8 +7,8 @@ import (
 
 // Spec is a workflow definition as submitted. A run freezes a copy of it.
 type Spec struct {
-	Name      string     `json:"name,omitempty"`
-	OnFailure string     `json:"on_failure,omitempty"`
+	Name      string `json:"name,omitempty"`
+	OnFailure string `json:"on_failure,omitempty"`
 	// DeadlineMS bounds the run's running time, counted from its start:
 	// once it passes the run is cancelled (reverted with on_failure revert).
 	DeadlineMS int64      `json:"deadline_ms,omitempty"`

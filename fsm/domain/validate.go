@@ -73,8 +73,8 @@ func (ps problems) err() error {
 }
 
 var (
-	specFields  = fields("name", "on_failure", "deadline_ms", "tasks")
-	taskFields  = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
+	specFields = fields("name", "on_failure", "deadline_ms", "tasks")
+	taskFields = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
 		"timeout_ms", "schedule_to_start_ms", "signal")
 	retryFields = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
