@@ -119,4 +119,25 @@ func TestIntervalScheduleFires(t *testing.T) {
 	if err != nil || uint64(len(runs.Runs)) < s.Started {
 		t.Fatalf("runs: %d for %d started (%v)", len(runs.Runs), s.Started, err)
 	}
+	// The counters are exported as metrics.
+	mfs, err := agents[0].metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = m.GetCounter().GetValue()
+		}
+	}
+	if got["flowd_schedule_fires_total,schedule=tick"] < 2 || got["flowd_schedule_runs_started_total,schedule=tick"] < 2 {
+		t.Fatalf("schedule metrics: %v", got)
+	}
+	if v, ok := got["flowd_schedule_skipped_fires_total,reason=missed,schedule=tick"]; !ok || v != 0 {
+		t.Fatalf("missed fires metric: %v %v", v, ok)
+	}
 }
