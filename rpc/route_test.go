@@ -346,14 +346,18 @@ func TestRouteResendsALostClaimWithItsRequestID(t *testing.T) {
 	wantCalls(t, fc, MethodTaskClaim, map[string]int{"n2": 1, "n3": 1})
 }
 
-// Every method constant of protocol.go has a route.
+// Every method constant of protocol.go (and methods.go) has a route.
 func TestRouteTableCoversEveryMethod(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "protocol.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
+	var decls []ast.Decl
+	for _, file := range []string{"protocol.go", "methods.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls = append(decls, f.Decls...)
 	}
 	n := 0
-	for _, d := range f.Decls {
+	for _, d := range decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.CONST {
 			continue
@@ -377,7 +381,7 @@ func TestRouteTableCoversEveryMethod(t *testing.T) {
 		}
 	}
 	if n != len(methodRoutes) {
-		t.Errorf("protocol.go has %d methods, methodRoutes %d", n, len(methodRoutes))
+		t.Errorf("protocol.go and methods.go have %d methods, methodRoutes %d", n, len(methodRoutes))
 	}
 	if !LeaderBound(MethodTaskClaim) || LeaderBound(MethodRunGet) || LeaderBound("no.such") {
 		t.Error("LeaderBound")
