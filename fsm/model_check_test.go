@@ -184,6 +184,7 @@ func TestModelRandomCommands(t *testing.T) {
 			"reap":      m.reap,
 			"tick":      m.tick,
 			"verb":      m.verb,
+			"signal":    m.signal,
 			"":          m.check,
 		})
 		checkReplay(h.t, h, 2, rapid.Uint64().Draw(rt, "replay_seed"))

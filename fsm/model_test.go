@@ -55,6 +55,7 @@ type mTask struct {
 	comp                 string // compensation phase; "" = none
 	result               json.RawMessage
 	attempts             []mAttempt
+	mTimes               // timeouts and waits (model_time_test.go)
 }
 
 func (t *mTask) id() string { return t.run.id + "/" + t.key }
@@ -95,7 +96,7 @@ func (m *model) all() []*mTask {
 }
 
 func (m *model) dispatchable(t *mTask) bool {
-	return (t.state == domain.TaskReady && t.run.state == domain.RunRunning) ||
+	return (t.state == domain.TaskReady && t.run.state == domain.RunRunning && !t.wait) ||
 		(t.state == domain.TaskReverting && t.comp == CompReady && t.run.state == domain.RunReverting)
 }
 
@@ -112,7 +113,7 @@ func (m *model) acked(t *mTask) bool {
 }
 
 func (m *model) endLease(t *mTask, outcome string) {
-	t.leased, t.leaseExp = false, 0
+	t.leased, t.leaseExp, t.timeoutAt = false, 0, 0
 	if n := len(t.attempts); n > 0 && t.attempts[n-1].outcome == OutcomeRunning {
 		t.attempts[n-1].outcome = outcome
 	}
@@ -128,6 +129,7 @@ func (m *model) promote(r *mRun) {
 		}
 		if ok {
 			t.state = domain.TaskReady
+			m.startWait(t)
 		}
 	}
 }
@@ -259,6 +261,7 @@ func (m *model) submit(rt *rapid.T) {
 			Retry: &domain.RetryPolicy{MaxAttempts: rapid.IntRange(1, 3).Draw(rt, "max_attempts"),
 				InitialBackoffMS: rapid.Int64Range(10, 500).Draw(rt, "backoff")},
 		}
+		drawTimes(rt, &ts)
 		for j := 0; j < i; j++ {
 			if rapid.Bool().Draw(rt, "dep") {
 				ts.Deps = append(ts.Deps, fmt.Sprintf("k%d", j))
@@ -273,7 +276,8 @@ func (m *model) submit(rt *rapid.T) {
 	}
 	for _, ts := range spec.Normalize().Tasks {
 		t := &mTask{run: r, key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps,
-			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending}
+			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
+			mTimes: mTimes{timeoutMS: ts.TimeoutMS, wait: ts.IsWait()}}
 		r.tasks = append(r.tasks, t)
 		r.byKey[t.key] = t
 		for _, d := range ts.Deps {
@@ -339,6 +343,7 @@ func (m *model) claim(rt *rapid.T) {
 				}
 			}
 			t.token, t.leased, t.leaseExp = tok, true, m.now()+t.leaseMS
+			m.armTimeout(t, comp)
 			t.attempts = append(t.attempts, mAttempt{token: tok, outcome: OutcomeRunning, comp: comp})
 			if c.LeaseExpiresAt != t.leaseExp {
 				rt.Fatalf("claim of %s: lease expires at %d, want %d", c.TaskID, c.LeaseExpiresAt, t.leaseExp)
@@ -367,6 +372,9 @@ func (m *model) pickLeased(rt *rapid.T) *mTask {
 func (m *model) complete(rt *rapid.T) {
 	t := m.pickLeased(rt)
 	result := json.RawMessage(fmt.Sprintf(`"%s@%d"`, t.key, t.token))
+	if m.late(rt, t, &Complete{TaskID: t.id(), Token: t.token, Result: result}) {
+		return
+	}
 	if !m.h.ok(&Complete{TaskID: t.id(), Token: t.token, Result: result}).(*AckResult).Accepted {
 		rt.Fatalf("completion of %s with its live token rejected", t.id())
 	}
@@ -387,6 +395,9 @@ func (m *model) complete(rt *rapid.T) {
 func (m *model) fail(rt *rapid.T) {
 	t := m.pickLeased(rt)
 	retryable := rapid.Bool().Draw(rt, "retryable")
+	if m.late(rt, t, &Fail{TaskID: t.id(), Token: t.token, Error: "boom", Retryable: &retryable}) {
+		return
+	}
 	if !m.h.ok(&Fail{TaskID: t.id(), Token: t.token, Error: "boom", Retryable: &retryable}).(*AckResult).Accepted {
 		rt.Fatalf("failure of %s with its live token rejected", t.id())
 	}
@@ -397,8 +408,11 @@ func (m *model) fail(rt *rapid.T) {
 
 func (m *model) heartbeat(rt *rapid.T) {
 	t := m.pickLeased(rt)
+	if m.late(rt, t, &Heartbeat{TaskID: t.id(), Token: t.token}) {
+		return
+	}
 	ack := m.h.ok(&Heartbeat{TaskID: t.id(), Token: t.token}).(*AckResult)
-	t.leaseExp = m.now() + t.leaseMS
+	t.leaseExp = m.leaseEnd(t)
 	m.ack(t)
 	if !ack.Accepted || ack.LeaseExpiresAt != t.leaseExp {
 		rt.Fatalf("heartbeat of %s: %+v, want expiry %d", t.id(), ack, t.leaseExp)
@@ -488,7 +502,7 @@ func (m *model) reap(rt *rapid.T) {
 			}
 		}
 		// Otherwise an attempt spent, retried with backoff like a failure.
-		m.endLease(t, OutcomeLeaseExpired)
+		m.endLease(t, m.expiryOutcome(t))
 		m.failAttempt(t, true)
 	}
 }
