@@ -18,7 +18,7 @@ type openRunMsg struct{ id string }
 // openTaskMsg opens the task detail of runID/key.
 type openTaskMsg struct{ runID, key string }
 
-// screenID names the seven screens (keys 1-7).
+// screenID names the eight screens (keys 1-8).
 type screenID int
 
 const (
@@ -29,6 +29,7 @@ const (
 	scrWorkers
 	scrCluster
 	scrEvents
+	scrSchedules
 	numScreens
 )
 
@@ -72,6 +73,7 @@ type App struct {
 	workers *workersModel
 	cluster *clusterModel
 	events  *eventsModel
+	sched   *schedulesModel
 
 	stack    []screenID
 	dialog   *dialog
@@ -90,13 +92,13 @@ func New(cfg Config) *App {
 	c := Common{Styles: NewStyles(cfg.ASCII), Keys: NewKeyMap(cfg.ReadOnly), Client: cfg.Client, Now: cfg.Now, ReadOnly: cfg.ReadOnly}
 	a := &App{c: c, header: newHeader(c, cfg.Prober, cfg.Endpoints), footer: newFooter(c),
 		runs: newRuns(c), run: newRunDetail(c), task: newTaskDetail(c), queues: newQueues(c),
-		workers: newWorkers(c), cluster: newCluster(c), events: newEvents(c), stack: []screenID{scrRuns}}
+		workers: newWorkers(c), cluster: newCluster(c), events: newEvents(c), sched: newSchedules(c), stack: []screenID{scrRuns}}
 	a.cmdline.suggest = completeCommand
 	return a
 }
 
 func (a *App) screens() []screen {
-	return []screen{a.runs, a.run, a.task, a.queues, a.workers, a.cluster, a.events}
+	return []screen{a.runs, a.run, a.task, a.queues, a.workers, a.cluster, a.events, a.sched}
 }
 
 func (a *App) active() screenID { return a.stack[len(a.stack)-1] }
@@ -130,6 +132,8 @@ func (a *App) update(id screenID, msg tea.Msg) tea.Cmd {
 		a.cluster, cmd = a.cluster.Update(msg)
 	case scrEvents:
 		a.events, cmd = a.events.Update(msg)
+	case scrSchedules:
+		a.sched, cmd = a.sched.Update(msg)
 	}
 	return cmd
 }

@@ -13,13 +13,24 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/schedrpc"
 	"github.com/flowd/flowd/rpc"
 )
 
 // Client is the part of the flowd protocol the TUI calls: a subset of
-// *rpc.Client's methods. Commands capture a Client value and call it from
-// their own goroutine, so implementations must be safe for concurrent use.
+// *rpc.Client's methods plus the schedule calls (internal/schedrpc).
+// Commands capture a Client value and call it from their own goroutine, so
+// implementations must be safe for concurrent use.
 type Client interface {
+	rpcCalls
+	Schedules(ctx context.Context) (*schedrpc.ListResult, error)
+	SchedulePause(ctx context.Context, id string, pause bool) (*rpc.ChangedResult, error)
+	ScheduleTrigger(ctx context.Context, id, runID string) (*schedrpc.FireResult, error)
+	ScheduleDelete(ctx context.Context, id string) (*rpc.ChangedResult, error)
+}
+
+// rpcCalls are the calls *rpc.Client serves itself.
+type rpcCalls interface {
 	ListRuns(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error)
 	GetRun(ctx context.Context, id string) (*rpc.Run, error)
 	GetTask(ctx context.Context, id string) (*rpc.Task, error)
@@ -33,7 +44,10 @@ type Client interface {
 	Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
 }
 
-var _ Client = (*rpc.Client)(nil)
+var (
+	_ rpcCalls = (*rpc.Client)(nil)
+	_ Client   = (*Live)(nil)
+)
 
 // NodeStatus is one endpoint's answer to cluster.status.
 type NodeStatus struct {
@@ -231,6 +245,27 @@ func (l *Live) Status(ctx context.Context) (*rpc.ClusterStatus, error) { return 
 func (l *Live) Stats(ctx context.Context) (*rpc.ClusterStats, error)   { return l.c().Stats(ctx) }
 func (l *Live) Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
 	return l.c().Events(ctx, p)
+}
+
+// Schedule calls: the list on the current endpoint, the actions on the
+// leader (pause, resume and delete repeat safely by state, a trigger by
+// its run id).
+
+func (l *Live) Schedules(ctx context.Context) (*schedrpc.ListResult, error) {
+	return schedrpc.List(ctx, l.c())
+}
+func (l *Live) SchedulePause(ctx context.Context, id string, pause bool) (*rpc.ChangedResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) {
+		return schedrpc.Pause(ctx, c, id, "via flowd tui", pause)
+	})
+}
+func (l *Live) ScheduleTrigger(ctx context.Context, id, runID string) (*schedrpc.FireResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*schedrpc.FireResult, error) {
+		return schedrpc.Trigger(ctx, c, schedrpc.TriggerParams{ID: id, RunID: runID})
+	})
+}
+func (l *Live) ScheduleDelete(ctx context.Context, id string) (*rpc.ChangedResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return schedrpc.Delete(ctx, c, id) })
 }
 
 // Probe asks every endpoint for cluster.status in parallel.

@@ -14,7 +14,7 @@
 // Common struct and messages; client.go the narrow Client interface and
 // the Live connection manager; one file per screen (runs.go,
 // rundetail.go, taskdetail.go, queues.go, workers.go, cluster.go,
-// events.go); dag.go the layered ASCII task graph; jsonview.go the folding
+// events.go, schedules.go); dag.go the layered ASCII task graph; jsonview.go the folding
 // JSON viewer; dialog.go, help.go, command.go, header.go the chrome.
 // DESIGN.md records the decisions.
 package tui

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/schedrpc"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -35,6 +36,8 @@ type fakeClient struct {
 	status  []*rpc.ClusterStatus // per endpoint; nil = unreachable
 	calls   []string
 	listN   int
+	scheds  []schedrpc.Schedule
+	schedN  int // schedule.list calls
 }
 
 func runID(i int) string { return fmt.Sprintf("0197a0b1-%04x-7000-8000-%012x", i, 0xabc000+i) }
@@ -109,6 +112,13 @@ func newFake() *fakeClient {
 			LastHeartbeat: fixedNow().Add(-3 * time.Second), Node: "n1"},
 		{ID: "worker-b", Queues: []string{"default", "reports"}, Types: []string{"sleep"}, Waiting: true, LastSeen: fixedNow().Add(-2 * time.Second), Node: "n1"},
 		{ID: "worker-c", Queues: []string{"emails"}, LastSeen: fixedNow().Add(-70 * time.Second), Node: "n1"},
+	}
+	f.scheds = []schedrpc.Schedule{
+		{ID: "nightly-etl", State: "active", Cron: "0 2 * * *", TimeZone: "Europe/Paris", Workflow: "etl", Overlap: "skip",
+			CatchupWindowMS: 60000, NextFireAt: fixedNow().Add(90 * time.Minute), LastFireAt: fixedNow().Add(-22*time.Hour - 30*time.Minute),
+			LastRunID: runID(3), Fires: 12, Started: 11, Skipped: 1, Missed: 2, CreatedAt: t0},
+		{ID: "ping", State: "paused", IntervalMS: 30000, Workflow: "report", Overlap: "allow", CatchupWindowMS: 60000,
+			LastFireAt: fixedNow().Add(-5 * time.Minute), Fires: 40, Started: 40, CreatedAt: t0, Note: "maintenance"},
 	}
 	at := t0.Add(9 * time.Minute)
 	f.events = []rpc.Event{
@@ -276,6 +286,61 @@ func (f *fakeClient) Events(_ context.Context, p rpc.EventsListParams) (*rpc.Eve
 		out = out[len(out)-p.Limit:]
 	}
 	return &rpc.EventsListResult{Events: out, OldestIndex: 1}, nil
+}
+
+func (f *fakeClient) Schedules(context.Context) (*schedrpc.ListResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.schedN++
+	return &schedrpc.ListResult{Schedules: slices.Clone(f.scheds)}, nil
+}
+
+func (f *fakeClient) sched(id string) (*schedrpc.Schedule, error) {
+	for i := range f.scheds {
+		if f.scheds[i].ID == id {
+			return &f.scheds[i], nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no schedule %q", domain.ErrNotFound, id)
+}
+
+func (f *fakeClient) SchedulePause(_ context.Context, id string, pause bool) (*rpc.ChangedResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("schedule pause %s %v", id, pause))
+	s, err := f.sched(id)
+	if err != nil {
+		return nil, err
+	}
+	want := map[bool]string{true: "paused", false: "active"}[pause]
+	changed := s.State != want
+	s.State = want
+	return &rpc.ChangedResult{Changed: changed}, nil
+}
+
+func (f *fakeClient) ScheduleTrigger(_ context.Context, id, runID string) (*schedrpc.FireResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "schedule trigger "+id)
+	if _, err := f.sched(id); err != nil {
+		return nil, err
+	}
+	return &schedrpc.FireResult{Changed: true, Outcome: "started", RunID: runID}, nil
+}
+
+func (f *fakeClient) ScheduleDelete(_ context.Context, id string) (*rpc.ChangedResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "schedule delete "+id)
+	n := len(f.scheds)
+	f.scheds = slices.DeleteFunc(f.scheds, func(s schedrpc.Schedule) bool { return s.ID == id })
+	return &rpc.ChangedResult{Changed: len(f.scheds) < n}, nil
+}
+
+func (f *fakeClient) schedLists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.schedN
 }
 
 // Probe implements Prober: fixed statuses, fixed round-trip times.

@@ -221,21 +221,29 @@ func (h *header) indicator() string {
 	return st.Warn.Render("○ connecting…")
 }
 
-var screenNames = [numScreens]string{"Runs", "Run", "Task", "Queues", "Workers", "Cluster", "Events"}
+var screenNames = [numScreens]string{"Runs", "Run", "Task", "Queues", "Workers", "Cluster", "Events", "Schedules"}
 
+// tabs renders the screen tabs; when they do not fit the width (80
+// columns) the inactive ones lose their padding.
 func (h *header) tabs(active screenID) string {
 	st := h.Styles
-	var b strings.Builder
-	for i, n := range screenNames {
-		label := itoa(i+1) + " " + n
-		if screenID(i) == active {
-			b.WriteString(st.NavActive.Render("[" + label + "]"))
-		} else {
-			b.WriteString(st.Nav.Render(" " + label + " "))
+	render := func(padding string) string {
+		var b strings.Builder
+		for i, n := range screenNames {
+			label := itoa(i+1) + " " + n
+			if screenID(i) == active {
+				b.WriteString(st.NavActive.Render("[" + label + "]"))
+			} else {
+				b.WriteString(st.Nav.Render(padding + label + padding))
+			}
+			b.WriteByte(' ')
 		}
-		b.WriteByte(' ')
+		return b.String()
 	}
-	return b.String()
+	if s := render(" "); h.Width == 0 || width(s) <= h.Width {
+		return s
+	}
+	return render("")
 }
 
 // footer is the last line: the screen's short help, and the latest error,

@@ -21,11 +21,12 @@ func helpView(c Common, title string, keys help.KeyMap) string {
 	hm.FullSeparator = "   "
 	hm.Width = max(c.Width-8, 20)
 	body := hm.FullHelpView(keys.FullHelp())
-	list := ":runs [state] · :run ID · :task RUN/KEY · :queues · :workers · :cluster · :events [filter]\n"
+	list := ":runs [state] · :run ID · :task RUN/KEY · :queues · :workers · :cluster · :events [filter] · :schedules\n"
 	if !c.ReadOnly {
 		list += ":cancel|interrupt|resume|revert|replay ID · "
 	}
-	cmds := st.Subtle.Render(list + ":freeze · :live · :help · :quit")
+	// Wrapped to the box: the help stays inside an 80x24 terminal.
+	cmds := st.Subtle.Render(ansi.Wordwrap(list+":freeze · :live · :help · :quit", max(c.Width-8, 20), " "))
 	text := st.Title.Render("Keys: "+title+" screen") + "\n\n" + body + "\n\n" + st.Title.Render("Commands") + "\n" + cmds +
 		"\n\n" + st.Subtle.Render("? or esc closes this help")
 	return st.Box.Render(text)

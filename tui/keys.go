@@ -13,10 +13,12 @@ type KeyMap struct {
 	Help, Filter, Command, Freeze, Refresh  key.Binding
 	Sort, Reverse, Fold, ExpandAll          key.Binding
 	CollapseAll                             key.Binding
-	Screens                                 [7]key.Binding
+	Screens                                 [numScreens]key.Binding
 
 	// Actions (disabled under --readonly).
 	Cancel, Interrupt, Resume, Revert, Replay, Pause key.Binding
+	// Schedule actions (the schedules screen).
+	SchedPause, Trigger, Delete key.Binding
 }
 
 // NewKeyMap returns the default bindings; readOnly disables the actions.
@@ -55,14 +57,17 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		Revert:      b([]string{"v"}, "v", "revert run"),
 		Replay:      b([]string{"R"}, "R", "replay run"),
 		Pause:       b([]string{"p"}, "p", "pause/resume queue"),
+		SchedPause:  b([]string{"p"}, "p", "pause/resume"),
+		Trigger:     b([]string{"t"}, "t", "trigger now"),
+		Delete:      b([]string{"d"}, "d", "delete"),
 	}
-	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events"}
+	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules"}
 	for i, n := range names {
 		d := string(rune('1' + i))
 		k.Screens[i] = b([]string{d}, d, n)
 	}
 	if readOnly {
-		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause} {
+		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete} {
 			a.SetEnabled(false)
 		}
 	}
@@ -84,7 +89,7 @@ func (k *KeyMap) runActions() []key.Binding {
 	return []key.Binding{k.Cancel, k.Interrupt, k.Resume, k.Revert, k.Replay}
 }
 
-// screensHelp is one help line for the seven screen keys.
+// screensHelp is one help line for the screen keys.
 func (k *KeyMap) screensHelp() key.Binding {
-	return key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7"), key.WithHelp("1-7", "screens"))
+	return key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8"), key.WithHelp("1-8", "screens"))
 }

@@ -15,12 +15,13 @@ var tuiCommand = &cli.Command{
 	Usage: "watch and steer runs live in a terminal UI",
 	Description: `A live view of the cluster, driven by the event stream (no polling): runs by
 state, a run's tasks, graph, timeline and JSON, task attempts and leases,
-queues, workers, cluster health and the raw event stream. Keys: 1-7 switch
-screens, enter opens, esc goes back, / filters, : runs a command (:run ID,
-:queues, ...), ? lists every key of the current screen, q goes back or quits.
+queues, workers, cluster health, the raw event stream and schedules. Keys:
+1-8 switch screens, enter opens, esc goes back, / filters, : runs a command
+(:run ID, :queues, ...), ? lists every key of the current screen, q goes
+back or quits.
 
-Actions (cancel, interrupt, resume, revert, replay, queue pause/resume) ask
-for confirmation; --readonly hides them all. When the connected agent dies
+Actions (cancel, interrupt, resume, revert, replay, queue pause/resume,
+schedule pause/resume/trigger/delete) ask for confirmation or act at once; --readonly hides them all. When the connected agent dies
 the TUI keeps the last data on screen, greyed, counts down and reconnects to
 the next endpoint of --addr.`,
 	Flags: []cli.Flag{
