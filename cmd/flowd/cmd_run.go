@@ -45,6 +45,7 @@ var runCommand = &cli.Command{
 				&cli.StringFlag{Name: "cursor", Usage: "continue after this run id (next_cursor of the previous page)"},
 				&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only runs with this label `KEY=VALUE` (repeat: all must match)"},
 				&cli.StringFlag{Name: "workflow", Usage: "only runs of the workflow `NAME`"},
+				&cli.StringFlag{Name: "schedule", Usage: "only runs the schedule `ID` started (--label " + domain.ScheduleLabel + "=ID)"},
 				&cli.DurationFlag{Name: "since", Usage: "only runs created in the last `DUR` (e.g. 1h)"},
 				&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every page"},
 			},
@@ -118,6 +119,12 @@ func runListAction(cCtx *cli.Context) error {
 			return usageErr(cCtx, "--label %q: want KEY=VALUE", kv)
 		}
 		labels[k] = v
+	}
+	if id := cCtx.String("schedule"); id != "" {
+		if v, ok := labels[domain.ScheduleLabel]; ok && v != id {
+			return usageErr(cCtx, "--schedule %s and --label %s=%s name different schedules: give one of them", id, domain.ScheduleLabel, v)
+		}
+		labels[domain.ScheduleLabel] = id
 	}
 	filter := rpc.ListParams{Labels: labels, Workflow: cCtx.String("workflow")}
 	if d := cCtx.Duration("since"); d > 0 {

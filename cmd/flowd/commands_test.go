@@ -130,6 +130,27 @@ func TestCLI(t *testing.T) {
 		tc.must(t, 2, "run", "list", "--state", "bogus")
 	})
 
+	t.Run("run list --schedule", func(t *testing.T) {
+		tc.must(t, 0, "schedule", "create", "cli-hourly", etl, "--every", "1h", "--paused")
+		r := tc.must(t, 0, "schedule", "trigger", "cli-hourly")
+		m := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f-]{27}`).FindString(r.out)
+		if m == "" {
+			t.Fatalf("no run id in:\n%s", r)
+		}
+		var fl rpc.ListResult
+		r = tc.must(t, 0, "run", "list", "--schedule", "cli-hourly", "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &fl); err != nil || len(fl.Runs) != 1 || fl.Runs[0].ID != m ||
+			fl.Runs[0].Labels["flowd.schedule"] != "cli-hourly" {
+			t.Fatalf("--schedule cli-hourly: %v, want only run %s\n%s", err, m, r)
+		}
+		r = tc.must(t, 0, "run", "list", "--schedule", "nope")
+		if !strings.Contains(r.out, "no runs") {
+			t.Fatalf("--schedule nope:\n%s", r)
+		}
+		tc.must(t, 2, "run", "list", "--schedule", "cli-hourly", "--label", "flowd.schedule=other")
+		tc.must(t, 0, "schedule", "delete", "cli-hourly")
+	})
+
 	t.Run("run get", func(t *testing.T) {
 		r := tc.must(t, 0, "run", "get", short)
 		for _, want := range []string{runID, "✓ succeeded", "team=data", "extract", "transform", "load", "3/3 done"} {
