@@ -574,6 +574,12 @@ func (w *Worker) heartbeat(ctx context.Context, t *Task, leaseMS int64, onLost f
 	if w.opts.AckAfter == 0 {
 		first = min(DefaultAckAfter, every)
 	}
+	if !t.Deadline.IsZero() {
+		// A timeout of an attempt its worker never acknowledged is a fault
+		// and spends nothing: acknowledge well before the timeout, so a
+		// handler that runs past it is charged an attempt.
+		first = min(first, time.Until(t.Deadline)/3)
+	}
 	tick := time.NewTimer(max(first, 0))
 	defer tick.Stop()
 	for {
