@@ -27,7 +27,8 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 		ParentID: r.ParentID, ReplayOf: r.ReplayOf, Labels: r.Labels, Input: r.Input, Reason: r.Reason,
 		PausedQueues: r.PausedQueues, Counts: map[string]int{}, TaskCount: r.Tasks(), ModifyIndex: r.ModifyIndex,
 		StartAt: ms(r.StartAt), DeadlineMS: r.DeadlineMS, DeadlineAt: ms(r.DeadlineAt),
-		Scheduled: r.State == domain.RunPending && r.StartAt != 0 && r.AdmitSeq == 0,
+		Scheduled:  r.State == domain.RunPending && r.StartAt != 0 && r.AdmitSeq == 0,
+		Definition: r.Definition, DefinitionVersion: r.DefinitionVersion,
 	}
 	for s, n := range r.Counts {
 		out.Counts[string(s)] = n

@@ -14,6 +14,7 @@ import (
 func (a *Agent) methods() map[string]rpc.Handler {
 	m := a.methodTable()
 	a.addScheduleMethods(m)
+	a.addDefinitionMethods(m)
 	for name, h := range m {
 		if !unfenced[name] {
 			m[name] = a.fenced(h)

@@ -31,10 +31,20 @@ func checkRunID(id string) (string, error) {
 }
 
 func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitResult, error) {
-	if len(p.Workflow) == 0 || string(p.Workflow) == "null" {
-		return rpc.SubmitResult{}, invalid("workflow is required: a spec object with tasks")
+	inline := len(p.Workflow) != 0 && string(p.Workflow) != "null"
+	if !inline && p.Definition == "" {
+		return rpc.SubmitResult{}, invalid("workflow is required: a spec object with tasks (or definition: the name of a stored one)")
 	}
+	if inline && p.Definition != "" {
+		return rpc.SubmitResult{}, invalid("give workflow (an inline spec) or definition (a stored one, name or name@version), not both")
+	}
+	defName, defVersion := "", 0
 	var err error
+	if p.Definition != "" {
+		if defName, defVersion, err = domain.ParseDefinitionRef(p.Definition, domain.DefaultLimits); err != nil {
+			return rpc.SubmitResult{}, invalid("%v", err)
+		}
+	}
 	if p.ID == "" {
 		p.ID = newRunID() // before forwarding, so a retried forward is idempotent
 	} else if p.ID, err = checkRunID(p.ID); err != nil {
@@ -59,6 +69,14 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	// follower forwards the params as they came and relays the leader's
 	// answer (a bad spec gets the same -32003 either way).
 	return onLeader(ctx, a.proxy, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+		if defName != "" {
+			r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.SubmitDefinition{Definition: defName, Version: defVersion,
+				ID: p.ID, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull, Nonce: p.Nonce, StartAt: startAt, DelayMS: p.DelayMS}, grouped)
+			if err != nil {
+				return rpc.SubmitResult{}, err
+			}
+			return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
+		}
 		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
 		if err != nil {
 			return rpc.SubmitResult{}, err
@@ -119,8 +137,14 @@ func (a *Agent) runList(ctx context.Context, p rpc.ListParams) (rpc.ListResult, 
 	if p.State != "" && !p.State.Valid() {
 		return rpc.ListResult{}, invalid("state %q is not a run state (%s)", p.State, runStateNames())
 	}
+	q := fsm.RunFilter{Labels: p.Labels, Workflow: p.Workflow}
+	if p.Definition != "" {
+		var err error
+		if q.Definition, q.DefinitionVersion, err = domain.ParseDefinitionRef(p.Definition, domain.DefaultLimits); err != nil {
+			return rpc.ListResult{}, invalid("definition: %v", err)
+		}
+	}
 	return consistently(ctx, a, p.Consistent, rpc.MethodRunList, p, func() (rpc.ListResult, error) {
-		q := fsm.RunFilter{Labels: p.Labels, Workflow: p.Workflow}
 		if !p.CreatedAfter.IsZero() {
 			q.CreatedAfter = p.CreatedAfter.UnixMilli()
 		}

@@ -330,6 +330,10 @@ func Decode(buf []byte) (Command, error) {
 		c = &TaskSignal{}
 	case MsgRunSignal:
 		c = &RunSignal{}
+	case MsgDefinitionPut:
+		c = &DefinitionPut{}
+	case MsgSubmitDefinition:
+		c = &SubmitDefinition{}
 	case MsgNodeInfo:
 		c = &NodeInfo{}
 	case MsgDigestMark, MsgDigestVerdict:

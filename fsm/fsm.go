@@ -331,6 +331,10 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyTaskSignal(c)
 	case *RunSignal:
 		return a.applyRunSignal(c)
+	case *DefinitionPut:
+		return a.applyDefinitionPut(c)
+	case *SubmitDefinition:
+		return a.applySubmitDefinition(c)
 	case *NodeInfo:
 		return a.applyNodeInfo(c)
 	default:

@@ -151,14 +151,21 @@ type RunFilter struct {
 	Workflow      string            // the spec's name
 	CreatedAfter  int64             // ms, exclusive; 0: no bound
 	CreatedBefore int64             // ms, exclusive; 0: no bound
+	// Definition (and DefinitionVersion, 0: any) the run was submitted by.
+	Definition        string
+	DefinitionVersion int
 }
 
 func (q RunFilter) empty() bool {
-	return len(q.Labels) == 0 && q.Workflow == "" && q.CreatedAfter == 0 && q.CreatedBefore == 0
+	return len(q.Labels) == 0 && q.Workflow == "" && q.CreatedAfter == 0 && q.CreatedBefore == 0 &&
+		q.Definition == "" && q.DefinitionVersion == 0
 }
 
 func (q RunFilter) match(r *Run) bool {
 	if q.Workflow != "" && r.Workflow != q.Workflow {
+		return false
+	}
+	if q.Definition != "" && r.Definition != q.Definition || q.DefinitionVersion != 0 && r.DefinitionVersion != q.DefinitionVersion {
 		return false
 	}
 	if q.CreatedAfter != 0 && r.CreatedAt <= q.CreatedAfter || q.CreatedBefore != 0 && r.CreatedAt >= q.CreatedBefore {

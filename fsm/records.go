@@ -19,6 +19,10 @@ type Run struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	ParentID  string            `json:"parent_id,omitempty"`
 	ReplayOf  string            `json:"replay_of,omitempty"`
+	// Definition and DefinitionVersion: the stored definition the run was
+	// submitted by (its spec is that version's), if any.
+	Definition        string `json:"definition,omitempty"`
+	DefinitionVersion int    `json:"definition_version,omitempty"`
 	// Nonce is the creating call's request nonce: a retry of that call is
 	// answered created:true, another call with the same id created:false.
 	Nonce string          `json:"nonce,omitempty"`

@@ -294,6 +294,22 @@ func init() {
 	}
 }
 
+// Definition methods (params and results: internal/defrpc).
+const (
+	MethodDefinitionPut  = "definition.put"
+	MethodDefinitionGet  = "definition.get"
+	MethodDefinitionList = "definition.list"
+)
+
+func init() {
+	for _, m := range []string{MethodDefinitionGet, MethodDefinitionList} {
+		methodRoutes[m] = routeRead
+		methodRoles[m] = RoleRead
+	}
+	// definition.put needs what run.submit needs (not in methodRoles).
+	methodRoutes[MethodDefinitionPut] = routeLeader
+}
+
 // LeaderBound reports whether method runs on the leader (a follower
 // forwards it): writes, long polls, workers.list and the operator writes.
 // An unknown method is not leader-bound: it goes to the current

@@ -91,6 +91,10 @@ type SubmitParams struct {
 	// pending ("scheduled") until then. At most one of the two.
 	StartAt string `json:"start_at,omitempty"`
 	DelayMS int64  `json:"delay_ms,omitempty"`
+	// Definition runs a stored workflow definition instead of an inline
+	// workflow: "name" (its latest version when the submit is applied) or
+	// "name@version". Exactly one of Workflow and Definition.
+	Definition string `json:"definition,omitempty"`
 }
 
 // SubmitResult of run.submit and run.replay.
@@ -146,6 +150,10 @@ type Run struct {
 	StartAt    time.Time `json:"start_at,omitzero"`
 	DeadlineMS int64     `json:"deadline_ms,omitempty"`
 	DeadlineAt time.Time `json:"deadline_at,omitzero"`
+	// Definition and DefinitionVersion: the stored definition the run was
+	// submitted by (absent for an inline workflow).
+	Definition        string `json:"definition,omitempty"`
+	DefinitionVersion int    `json:"definition_version,omitempty"`
 }
 
 // Task is the protocol view of a task run.
@@ -231,6 +239,9 @@ type ListParams struct {
 	Workflow      string            `json:"workflow,omitempty"`
 	CreatedAfter  time.Time         `json:"created_after,omitzero"`
 	CreatedBefore time.Time         `json:"created_before,omitzero"`
+	// Definition: runs submitted by this definition, "name" (any version)
+	// or "name@version".
+	Definition string `json:"definition,omitempty"`
 }
 
 // ListResult of run.list. Runs carry no tasks.
