@@ -45,6 +45,7 @@ var runCommand = &cli.Command{
 				&cli.StringFlag{Name: "cursor", Usage: "continue after this run id (next_cursor of the previous page)"},
 				&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only runs with this label `KEY=VALUE` (repeat: all must match)"},
 				&cli.StringFlag{Name: "workflow", Usage: "only runs of the workflow `NAME`"},
+				&cli.StringFlag{Name: "definition", Usage: "only runs of the stored definition `NAME[@VERSION]` (any version without @)"},
 				&cli.StringFlag{Name: "schedule", Usage: "only runs the schedule `ID` started (--label " + domain.ScheduleLabel + "=ID)"},
 				&cli.DurationFlag{Name: "since", Usage: "only runs created in the last `DUR` (e.g. 1h)"},
 				&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every page"},
@@ -126,7 +127,7 @@ func runListAction(cCtx *cli.Context) error {
 		}
 		labels[domain.ScheduleLabel] = id
 	}
-	filter := rpc.ListParams{Labels: labels, Workflow: cCtx.String("workflow")}
+	filter := rpc.ListParams{Labels: labels, Workflow: cCtx.String("workflow"), Definition: cCtx.String("definition")}
 	if d := cCtx.Duration("since"); d > 0 {
 		filter.CreatedAfter = time.Now().Add(-d)
 	}
@@ -246,6 +247,9 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	tw := newTable(w)
 	row(tw, "Run:", r.ID+"  (short "+shortID(r.ID)+")")
 	row(tw, "Workflow:", dash(r.Workflow))
+	if r.Definition != "" {
+		row(tw, "Definition:", fmt.Sprintf("%s@%d", r.Definition, r.DefinitionVersion))
+	}
 	row(tw, "State:", p.state(string(r.State)))
 	if r.Reason != "" {
 		row(tw, "Reason:", r.Reason)

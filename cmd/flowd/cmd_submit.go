@@ -16,8 +16,10 @@ func init() { commands = append(commands, submitCommand) }
 var submitCommand = &cli.Command{
 	Name:      "submit",
 	Usage:     "submit a workflow (YAML or JSON file) as a new run",
-	ArgsUsage: "FILE (- for stdin)",
+	ArgsUsage: "FILE (- for stdin), or --definition NAME[@VERSION]",
 	Description: "The agent validates the workflow and reports every problem with its path.\n" +
+		"With --definition it runs a stored definition instead (flowd def put): its latest\n" +
+		"version, or NAME@VERSION.\n" +
 		"A run id is always sent (a new UUIDv7 unless --id is given), so retrying the\n" +
 		"same submission never creates a second run.\n\n" +
 		"With --wait, shows \"tasks done/total\" and exits 0 if the run succeeded,\n" +
@@ -31,6 +33,7 @@ var submitCommand = &cli.Command{
 		&cli.DurationFlag{Name: "timeout", Usage: "with --wait: give up waiting after `DUR` (exit 4)", DefaultText: "no limit"},
 		&cli.StringFlag{Name: "start-at", Usage: "start the run at `TIME` (RFC 3339, e.g. 2026-12-01T08:00:00Z); pending until then"},
 		&cli.DurationFlag{Name: "delay", Usage: "start the run `DUR` from now (e.g. 1h); pending until then"},
+		&cli.StringFlag{Name: "definition", Aliases: []string{"d"}, Usage: "run the stored definition `NAME[@VERSION]` (default: its latest version) instead of a FILE"},
 	},
 	Action: submitAction,
 }
@@ -64,10 +67,14 @@ func parseLabels(cCtx *cli.Context, kvs []string) (map[string]string, error) {
 func newRunID() string { return uuid.Must(uuid.NewV7()).String() }
 
 func submitAction(cCtx *cli.Context) error {
-	if err := needArgs(cCtx, 1, 1, "FILE"); err != nil {
+	p := rpc.SubmitParams{ID: cCtx.String("id"), IfFull: cCtx.String("if-full"), Definition: cCtx.String("definition")}
+	if p.Definition != "" {
+		if err := needArgs(cCtx, 0, 0, "no FILE with --definition"); err != nil {
+			return err
+		}
+	} else if err := needArgs(cCtx, 1, 1, "FILE (or --definition NAME)"); err != nil {
 		return err
 	}
-	p := rpc.SubmitParams{ID: cCtx.String("id"), IfFull: cCtx.String("if-full")}
 	if p.IfFull != "queue" && p.IfFull != "reject" {
 		return usageErr(cCtx, "--if-full %q: want queue or reject", p.IfFull)
 	}
@@ -86,8 +93,10 @@ func submitAction(cCtx *cli.Context) error {
 	if p.Labels, err = parseLabels(cCtx, cCtx.StringSlice("label")); err != nil {
 		return err
 	}
-	if p.Workflow, err = specJSON(cCtx, cCtx.Args().First()); err != nil {
-		return err
+	if p.Definition == "" {
+		if p.Workflow, err = specJSON(cCtx, cCtx.Args().First()); err != nil {
+			return err
+		}
 	}
 	c, err := newClient(cCtx)
 	if err != nil {

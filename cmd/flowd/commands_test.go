@@ -130,6 +130,47 @@ func TestCLI(t *testing.T) {
 		tc.must(t, 2, "run", "list", "--state", "bogus")
 	})
 
+	t.Run("def put, list, get; submit --definition", func(t *testing.T) {
+		v1 := writeFile(t, "nightly-v1.yaml", "name: nightly\ntasks:\n  - {key: a, type: echo}\n")
+		v2 := writeFile(t, "nightly-v2.yaml", "name: nightly\ntasks:\n  - {key: a, type: echo}\n  - {key: b, type: echo, deps: [a]}\n")
+		if r := tc.must(t, 0, "def", "put", v1); !strings.Contains(r.out, "definition nightly@1 stored") {
+			t.Fatalf("put v1:\n%s", r)
+		}
+		if r := tc.must(t, 0, "def", "put", v1); !strings.Contains(r.out, "unchanged: definition nightly@1") {
+			t.Fatalf("put v1 again:\n%s", r)
+		}
+		if r := tc.must(t, 1, "def", "put", v2, "--version", "1"); !strings.Contains(r.err, "put it without a version") {
+			t.Fatalf("changing version 1:\n%s", r)
+		}
+		tc.must(t, 0, "def", "put", v2, "--note", "adds b")
+		if r := tc.must(t, 0, "def", "list"); !strings.Contains(r.out, "nightly") || !strings.Contains(r.out, "adds b") {
+			t.Fatalf("list:\n%s", r)
+		}
+		if r := tc.must(t, 0, "def", "get", "nightly@1", "--versions"); !strings.Contains(r.out, "nightly@1") || !strings.Contains(r.out, `"key": "a"`) ||
+			strings.Contains(r.out, `"key": "b"`) || !strings.Contains(r.out, "adds b") {
+			t.Fatalf("get nightly@1:\n%s", r)
+		}
+		// By name: the latest version runs (two tasks).
+		r := tc.must(t, 0, "submit", "--definition", "nightly", "--wait", "--timeout", "30s")
+		m := submittedRe.FindStringSubmatch(r.out)
+		if m == nil || !strings.Contains(r.out, "2/2") {
+			t.Fatalf("submit --definition:\n%s", r)
+		}
+		if r := tc.must(t, 0, "run", "get", m[1]); !strings.Contains(r.out, "nightly@2") {
+			t.Fatalf("run get shows no definition:\n%s", r)
+		}
+		tc.must(t, 0, "submit", "--definition", "nightly@1", "--wait", "--timeout", "30s")
+		var fl rpc.ListResult
+		r = tc.must(t, 0, "run", "list", "--definition", "nightly@2", "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &fl); err != nil || len(fl.Runs) != 1 || fl.Runs[0].ID != m[2] {
+			t.Fatalf("run list --definition nightly@2: %v\n%s", err, r)
+		}
+		tc.must(t, 2, "submit", "--definition", "nightly", v1)
+		if r := tc.must(t, 1, "submit", "--definition", "nope"); !strings.Contains(r.err, "flowd def put") {
+			t.Fatalf("unknown definition:\n%s", r)
+		}
+	})
+
 	t.Run("run list --schedule", func(t *testing.T) {
 		tc.must(t, 0, "schedule", "create", "cli-hourly", etl, "--every", "1h", "--paused")
 		r := tc.must(t, 0, "schedule", "trigger", "cli-hourly")
