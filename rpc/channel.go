@@ -193,6 +193,10 @@ type serverChannel struct {
 	inputOnce   sync.Once
 	inputClosed chan struct{} // closed when the peer's input ends (EOF)
 
+	// direct serves a well-formed call without jrpc2 (direct.go); it
+	// reports false to leave the line to jrpc2. Set before the first Recv.
+	direct func(id json.RawMessage, method string, params json.RawMessage) bool
+
 	lim     chanLimits
 	dl      *deadlineReader // nil without line/idle timeouts
 	spawned atomic.Int64    // goroutines started by Spawn still running
@@ -280,6 +284,22 @@ func (c *serverChannel) Recv() ([]byte, error) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
+		}
+		if line[0] == '{' {
+			// One decode serves the direct path (direct.go) and, for a line
+			// left to jrpc2, the count of the replies it is owed.
+			var obj map[string]json.RawMessage
+			if gojson.Unmarshal(line, &obj) == nil && obj != nil {
+				if c.direct != nil {
+					if id, method, params, ok := directCall(obj); ok && c.direct(id, method, params) {
+						continue
+					}
+				}
+				if answeredObj(obj) {
+					c.owe(1)
+				}
+				return line, nil
+			}
 		}
 		n, perr := expectedReplies(line)
 		if perr != nil {
