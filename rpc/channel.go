@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +181,7 @@ type serverChannel struct {
 	wspare   []byte // the writer's previous buffer, reused
 	wreplies int64  // responses in wbuf
 	writing  bool
+	coalesce bool  // yield once before writing (see write)
 	werr     error // the first write error; later sends fail with it
 
 	mu       sync.Mutex
@@ -216,6 +218,7 @@ func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, lo
 		writeTimeout: writeTimeout,
 		wake:         make(chan struct{}, 1),
 		inputClosed:  make(chan struct{}),
+		coalesce:     true,
 		lim:          lim,
 	}
 	var r io.Reader = conn
@@ -371,6 +374,13 @@ func (c *serverChannel) write(msg []byte, replies int) error {
 		return nil
 	}
 	c.writing = true
+	if c.coalesce {
+		// Let the other handlers that the same commit woke append their
+		// replies first: one write (and one TLS record) for all of them.
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
+	}
 	var err error
 	for len(c.wbuf) > 0 && err == nil {
 		buf, n := c.wbuf, c.wreplies
