@@ -41,7 +41,9 @@ const maxGroup = 512
 const maxGroupBytes = fsm.MaxEntryWriteBytes / 4
 
 type groupReq struct {
-	buf  []byte
+	buf []byte
+	// work is how many tasks the command can make ready (readyWork).
+	work int
 	done chan groupResp
 	// gone is set when the caller stopped waiting (its deadline passed and
 	// it was answered "outcome unknown"): a group not yet formed leaves it
@@ -70,6 +72,7 @@ func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64
 	}
 	r := groupReqPool.Get().(*groupReq)
 	r.buf = buf
+	r.work = readyWork(cmd)
 	r.gone.Store(false)
 	b := n.batch
 	b.mu.Lock()
@@ -129,22 +132,33 @@ func (b *batcher) flush() {
 
 // makesWork reports whether a group holds a command that can make tasks
 // ready (a submit, a completion); the type byte is the command's first.
-func makesWork(batch []*groupReq) bool {
-	for _, r := range batch {
-		if len(r.buf) > 0 {
-			switch fsm.MsgType(r.buf[0]) &^ fsm.IgnoreUnknown {
-			case fsm.MsgSubmit, fsm.MsgComplete:
-				return true
-			}
-		}
+// readyWork estimates how many tasks cmd can make ready: every task of a
+// submitted run (an upper bound: only its roots are ready at once), and a
+// completion's spawned children plus one dependent. 0 for the rest.
+func readyWork(cmd fsm.Command) int {
+	switch c := cmd.(type) {
+	case *fsm.Submit:
+		return max(len(c.Spec.Tasks), 1)
+	case *fsm.Complete:
+		return 1 + len(c.Spawn)
 	}
-	return false
+	return 0
+}
+
+// makesWork is the work the batch's commands can make ready.
+func makesWork(batch []*groupReq) int {
+	n := 0
+	for _, r := range batch {
+		n += r.work
+	}
+	return n
 }
 
 func (b *batcher) propose(batch []*groupReq) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if len(batch) == 1 && !(makesWork(batch) && b.n.disp.Waiting() > 0) {
+	work := makesWork(batch)
+	if len(batch) == 1 && !(work > 0 && b.n.disp.Waiting() > 0) {
 		res, idx, err := b.n.proposeEncoded(ctx, batch[0].buf)
 		batch[0].done <- groupResp{res, idx, err}
 		return
@@ -157,8 +171,8 @@ func (b *batcher) propose(batch []*groupReq) {
 	}
 	// Work made ready by this entry is claimed in it by whoever waits.
 	var waiting []*waiter
-	if makesWork(batch) {
-		if waiting = b.n.disp.forGroup(); len(waiting) > 0 {
+	if work > 0 {
+		if waiting = b.n.disp.forGroup(work); len(waiting) > 0 {
 			claim := claimFor(waiting)
 			claim.Stamp(now)
 			cbuf, _ := fsm.Encode(claim)

@@ -137,3 +137,55 @@ func TestGroupsCloseBeforeTheyOutgrowAnEntry(t *testing.T) {
 		}
 	}
 }
+
+// A group-commit entry that makes one task ready claims for one waiter,
+// not for every waiter held: the others are neither encoded in the entry
+// nor looked up by the replicas (a waiter a claim entry gave nothing is
+// marked with that entry's index; none may be).
+func TestClaimEntryCarriesOnlyTheWaitersItCanServe(t *testing.T) {
+	c := NewTestCluster(t, 3, nil)
+	l := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.WaitLeaderReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 8
+	got := make(chan []fsm.Claimed, waiters)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for i := range waiters {
+		go func() {
+			tasks, _ := l.Claim(wctx, fsm.Waiter{WorkerID: fmt.Sprint("w", i), Max: 1}, time.Second)
+			got <- tasks
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.WaitingClaims() != waiters { // no event marks a claim as registered
+		if time.Now().After(deadline) {
+			t.Fatal("the claims were never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, idx, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tasks := <-got; len(tasks) != 1 || tasks[0].FencingToken != idx {
+		t.Fatalf("claimed %+v, want the task under the submit's entry %d", tasks, idx)
+	}
+	if err := l.WaitForApplied(ctx, idx); err != nil {
+		t.Fatal(err)
+	}
+	d := l.disp
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.waiters) != waiters-1 {
+		t.Fatalf("%d waiters held, want %d", len(d.waiters), waiters-1)
+	}
+	for _, wt := range d.waiters {
+		if wt.emptyAt != 0 || wt.inFlight {
+			t.Fatalf("waiter %s was proposed for with nothing to get (empty at %d, in flight %v)", wt.w.WorkerID, wt.emptyAt, wt.inFlight)
+		}
+	}
+}

@@ -148,24 +148,47 @@ func (d *Dispatcher) run(ctx context.Context) {
 	}
 }
 
-// servable marks and returns the waiters that could get a task now.
+// servable marks and returns the waiters that could get a task now: per
+// (queues, types) key, in FIFO order, no more waiters than the tasks ready
+// for that key can serve. A claim entry for every free waiter whenever one
+// task was ready carried tens of waiters that got nothing, each encoded in
+// the entry and looked up on every replica; those still wait, and the next
+// commit wakes this loop again if work is left.
 func (d *Dispatcher) servable() []*waiter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []*waiter
-	cache := map[string]bool{}
+	type group struct{ want, ready int }
+	groups := map[string]*group{}
+	free := make([]*waiter, 0, len(d.waiters))
+	keys := make([]string, 0, len(d.waiters))
 	for _, wt := range d.waiters {
 		if wt.done || wt.inFlight || wt.cancelled || (wt.emptyAt != 0 && d.n.fsm.AppliedIndex() <= wt.emptyAt) {
 			continue
 		}
 		key := waiterKey(wt.w)
-		ok, seen := cache[key]
-		if !seen {
-			now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
-			ok = d.n.fsm.HasReady(wt.w, now)
-			cache[key] = ok
+		g := groups[key]
+		if g == nil {
+			g = &group{}
+			groups[key] = g
 		}
-		if ok {
+		g.want += max(wt.w.Max, 1)
+		free = append(free, wt)
+		keys = append(keys, key)
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
+	counted := map[string]bool{}
+	var out []*waiter
+	for i, wt := range free {
+		g := groups[keys[i]]
+		if !counted[keys[i]] {
+			counted[keys[i]] = true
+			g.ready = d.n.fsm.ReadyCount(wt.w, now, g.want)
+		}
+		if g.ready > 0 {
+			g.ready -= max(wt.w.Max, 1)
 			wt.inFlight = true
 			out = append(out, wt)
 		}
@@ -201,21 +224,28 @@ func claimFor(batch []*waiter) *fsm.Claim {
 	return cmd
 }
 
-// forGroup takes every waiter that is free to be served and marks it in
-// flight: the group-commit entry being built makes new work ready (a
-// submit, a completion) and claims for them after it, in the same entry,
-// instead of a claim entry of its own once that one is applied. Nil when
-// no waiter is free.
-func (d *Dispatcher) forGroup() []*waiter {
+// forGroup takes the waiters free to be served, in FIFO order, until their
+// maxes add up to work (the tasks the group-commit entry being built can
+// make ready: a submit's tasks, a completion's spawns and a dependent), and
+// marks them in flight: that entry claims for them after the commands that
+// make the work ready, instead of a claim entry of its own once it is
+// applied. Waiters left out (the estimate was low: a completion unblocking
+// a fan-out) are served by the dispatcher loop when the entry is applied.
+// Nil when no waiter is free.
+func (d *Dispatcher) forGroup(work int) []*waiter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []*waiter
 	for _, wt := range d.waiters {
+		if work <= 0 {
+			break
+		}
 		if wt.done || wt.inFlight || wt.cancelled {
 			continue
 		}
 		wt.inFlight = true
 		out = append(out, wt)
+		work -= max(wt.w.Max, 1)
 	}
 	return out
 }

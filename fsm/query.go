@@ -515,8 +515,12 @@ func (f *FSM) NextDeadlines() (Deadlines, error) {
 // some queue it serves is not paused or full and has a dispatchable task of
 // a type it handles whose breaker lets it through. The claim entry decides
 // for real; this only keeps the dispatcher from proposing empty claims.
-func (f *FSM) HasReady(w Waiter, now int64) bool {
-	found := false
+func (f *FSM) HasReady(w Waiter, now int64) bool { return f.ReadyCount(w, now, 1) > 0 }
+
+// ReadyCount is HasReady counting: the dispatchable tasks w could get, up
+// to limit (the dispatcher proposes a claim for no more waiters than that).
+func (f *FSM) ReadyCount(w Waiter, now int64, limit int) int {
+	count := 0
 	_ = f.View(func(r Reader) error {
 		s, _ := getJSON[Settings](r, keySettings)
 		if s == nil {
@@ -541,16 +545,17 @@ func (f *FSM) HasReady(w Waiter, now int64) bool {
 			if !q.Dispatching() {
 				continue
 			}
-			for typ, n := range q.Types {
+			for typ, n := range q.Types { // a sum: order does not matter
 				if n > 0 && (len(w.Types) == 0 || slices.Contains(w.Types, typ)) && allows(typ) {
-					found = true
-					return nil
+					if count += n; count >= limit {
+						return nil
+					}
 				}
 			}
 		}
 		return nil
 	})
-	return found
+	return min(count, limit)
 }
 
 // RunIDs lists every run id (tests and tooling).

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +181,7 @@ type serverChannel struct {
 	wspare   []byte // the writer's previous buffer, reused
 	wreplies int64  // responses in wbuf
 	writing  bool
+	coalesce bool  // yield once before writing (see write)
 	werr     error // the first write error; later sends fail with it
 
 	mu       sync.Mutex
@@ -192,6 +194,10 @@ type serverChannel struct {
 
 	inputOnce   sync.Once
 	inputClosed chan struct{} // closed when the peer's input ends (EOF)
+
+	// direct serves a well-formed call without jrpc2 (direct.go); it
+	// reports false to leave the line to jrpc2. Set before the first Recv.
+	direct func(id json.RawMessage, method string, params json.RawMessage) bool
 
 	lim     chanLimits
 	dl      *deadlineReader // nil without line/idle timeouts
@@ -212,6 +218,7 @@ func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, lo
 		writeTimeout: writeTimeout,
 		wake:         make(chan struct{}, 1),
 		inputClosed:  make(chan struct{}),
+		coalesce:     true,
 		lim:          lim,
 	}
 	var r io.Reader = conn
@@ -280,6 +287,22 @@ func (c *serverChannel) Recv() ([]byte, error) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
+		}
+		if line[0] == '{' {
+			// One decode serves the direct path (direct.go) and, for a line
+			// left to jrpc2, the count of the replies it is owed.
+			var obj map[string]json.RawMessage
+			if gojson.Unmarshal(line, &obj) == nil && obj != nil {
+				if c.direct != nil {
+					if id, method, params, ok := directCall(obj); ok && c.direct(id, method, params) {
+						continue
+					}
+				}
+				if answeredObj(obj) {
+					c.owe(1)
+				}
+				return line, nil
+			}
 		}
 		n, perr := expectedReplies(line)
 		if perr != nil {
@@ -351,6 +374,13 @@ func (c *serverChannel) write(msg []byte, replies int) error {
 		return nil
 	}
 	c.writing = true
+	if c.coalesce {
+		// Let the other handlers that the same commit woke append their
+		// replies first: one write (and one TLS record) for all of them.
+		c.wmu.Unlock()
+		runtime.Gosched()
+		c.wmu.Lock()
+	}
 	var err error
 	for len(c.wbuf) > 0 && err == nil {
 		buf, n := c.wbuf, c.wreplies

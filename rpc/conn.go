@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,6 +340,7 @@ func (c *Conn) writeLoop() {
 		select {
 		case w := <-c.writes:
 			buf = buf[:0]
+			yielded := false
 		batch:
 			for {
 				if w.b == nil {
@@ -349,6 +351,18 @@ func (c *Conn) writeLoop() {
 				if shut || len(buf) >= 64<<10 {
 					break batch
 				}
+				select {
+				case w = <-c.writes:
+					continue
+				default:
+				}
+				if yielded {
+					break batch
+				}
+				// Callers woken together (the replies of one commit, on a
+				// follower) get one chance to join this write.
+				yielded = true
+				runtime.Gosched()
 				select {
 				case w = <-c.writes:
 				default:

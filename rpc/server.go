@@ -140,6 +140,8 @@ var ErrClosed = errors.New("rpc: connection closed")
 // safe for concurrent use.
 type Server struct {
 	methods  map[string]jrpc2.Handler
+	handlers map[string]Handler // the same, unwrapped (direct.go)
+	noDirect bool               // tests: every line goes to jrpc2
 	names    []string
 	log      *slog.Logger
 	maxLine  int
@@ -164,6 +166,7 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	s := &Server{
 		warm:      newWarm(),
 		methods:   make(map[string]jrpc2.Handler, len(methods)),
+		handlers:  make(map[string]Handler, len(methods)),
 		log:       opts.Logger,
 		maxLine:   opts.MaxLine,
 		maxConc:   opts.MaxConcurrent,
@@ -193,6 +196,7 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	}
 	for name, h := range methods {
 		s.methods[name] = s.wrap(name, h)
+		s.handlers[name] = h
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
@@ -225,30 +229,35 @@ func (a assigner) Assign(_ context.Context, method string) jrpc2.Handler {
 // and data included) and marshals and size-checks the result itself, so no
 // error can reach jrpc2 as a plain Go error (it would become -32098).
 func (s *Server) wrap(method string, h Handler) jrpc2.Handler {
-	need := MethodRoles(method)
-	return func(ctx context.Context, req *jrpc2.Request) (res any, err error) {
-		if cs := connOf(ctx); cs != nil && cs.peer.Roles&need == 0 {
-			return nil, s.wireError(method, s.denied(cs, method, need))
+	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
+		var params json.RawMessage
+		_ = req.UnmarshalParams(&params) // never fails for *json.RawMessage
+		var res json.RawMessage
+		var werr *jrpc2.Error
+		s.warm.do(func() { res, werr = s.call(ctx, connOf(ctx), method, h, params) })
+		if werr != nil {
+			return nil, werr
 		}
-		s.warm.do(func() { res, err = s.serve(ctx, method, h, req) })
-		return res, err
+		return res, nil
 	}
 }
 
-// serve runs one call: the handler, its error mapping and its result's
-// encoding (on a warm goroutine, see wrap).
-func (s *Server) serve(ctx context.Context, method string, h Handler, req *jrpc2.Request) (res any, err error) {
+// call runs one call as the peer of cs (nil: no connection, every role):
+// the role check, the handler, its error mapping and its result's encoding
+// (on a warm goroutine, see wrap and serveDirect).
+func (s *Server) call(ctx context.Context, cs *connState, method string, h Handler, params json.RawMessage) (res json.RawMessage, werr *jrpc2.Error) {
+	if need := MethodRoles(method); cs != nil && cs.peer.Roles&need == 0 {
+		return nil, s.wireError(method, s.denied(cs, method, need))
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("rpc: handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
-			res, err = nil, &jrpc2.Error{
+			res, werr = nil, &jrpc2.Error{
 				Code:    jrpc2.Code(CodeInternal),
 				Message: fmt.Sprintf("internal error: the %s handler panicked (%v); this is a bug, please report it with the server log", method, p),
 			}
 		}
 	}()
-	var params json.RawMessage
-	_ = req.UnmarshalParams(&params) // never fails for *json.RawMessage
 	v, herr := h(ctx, params)
 	if herr != nil {
 		return nil, s.wireError(method, herr)
@@ -262,7 +271,7 @@ func (s *Server) serve(ctx context.Context, method string, h Handler, req *jrpc2
 			"the %s result of %d bytes exceeds the limit of %d bytes; ask for less (a smaller limit or page)",
 			method, len(b), s.maxLine), Data: mustJSON(map[string]int{"limit_bytes": s.maxLine})})
 	}
-	return json.RawMessage(b), nil
+	return b, nil
 }
 
 func (s *Server) wireError(method string, err error) *jrpc2.Error {
@@ -285,6 +294,12 @@ type connState struct {
 	mu      sync.Mutex
 	ended   bool
 	spawned sync.WaitGroup
+
+	// Calls served without jrpc2 (direct.go).
+	sem      chan struct{}  // one slot per call in flight (Options.MaxConcurrent)
+	direct   sync.WaitGroup // calls in flight
+	idMu     sync.Mutex
+	inflight map[string]struct{} // their ids, for jrpc2's duplicate-id rule
 }
 
 type connKey struct{}
@@ -395,6 +410,12 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	}
 	cs := &connState{peer: peer, ch: newServerChannel(nc, s.maxLine, max(s.wTimeout, 0), s.log, s.lim)}
 	cs.ctx = context.WithValue(cctx, connKey{}, cs)
+	cs.sem = make(chan struct{}, s.maxConc)
+	if !s.noDirect {
+		cs.ch.direct = func(id json.RawMessage, method string, params json.RawMessage) bool {
+			return s.serveDirect(cs, id, method, params)
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -432,6 +453,7 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	cs.mu.Unlock()
 	cancel() // the connection context ends: spawned goroutines stop
 	cs.spawned.Wait()
+	cs.direct.Wait()
 	s.log.Debug("rpc: connection closed", "remote", nc.RemoteAddr(), "err", err)
 	return err
 }

@@ -30,6 +30,15 @@ func (w *warm) do(f func()) {
 	<-done
 }
 
+// start runs f on a warm goroutine and returns at once.
+func (w *warm) start(f func()) {
+	select {
+	case w.work <- f:
+	default:
+		go w.loop(f)
+	}
+}
+
 func (w *warm) loop(job func()) {
 	idle := time.NewTimer(warmIdle)
 	defer idle.Stop()

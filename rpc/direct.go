@@ -1,0 +1,130 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	gojson "github.com/goccy/go-json"
+
+	"github.com/creachadair/jrpc2"
+)
+
+// The direct path. jrpc2 parses every inbound line with encoding/json,
+// twice (once as a batch-or-message, once into a map to find extra keys),
+// marshals every response with encoding/json again, and runs each request
+// on a goroutine of its own; on a loaded agent that was the largest part
+// of the RPC layer's CPU (~65 µs per job on the leader). A line that is one
+// well-formed call of a served method, which is nearly every line a client
+// sends, is served here instead: the line was already decoded once (by
+// goccy/go-json, to count the replies it is owed), the handler runs on a
+// warm goroutine with the same context, role check, panic recovery, error
+// mapping and result check as under jrpc2 (Server.call), and the response
+// is assembled around the already-encoded result.
+//
+// Everything else still goes to jrpc2, so its answers stay the reference:
+// batches, notifications, unknown methods, and any line with a field,
+// version, id or params jrpc2 would reject. The direct path keeps jrpc2's
+// rules for what it serves: at most Options.MaxConcurrent calls in flight
+// per connection (reading waits for a slot), and a call whose id equals
+// one in flight is answered "duplicate request ID" (-32600).
+
+// directCall reports whether the decoded single message obj is a call the
+// direct path may serve: exactly the members jsonrpc ("2.0"), id (a string
+// or number), method (a string without escapes) and optionally params
+// (null, an object or an array).
+func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method string, params json.RawMessage, ok bool) {
+	v, okV := obj["jsonrpc"]
+	id, okID := obj["id"]
+	m, okM := obj["method"]
+	p, okP := obj["params"]
+	n := 3
+	if okP {
+		n++
+	}
+	if !okV || !okID || !okM || len(obj) != n || string(v) != `"2.0"` {
+		return nil, "", nil, false
+	}
+	if len(id) == 0 || !(id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) {
+		return nil, "", nil, false // null (a notification) or not an id
+	}
+	if len(m) < 3 || m[0] != '"' || m[len(m)-1] != '"' || bytes.IndexByte(m, '\\') >= 0 {
+		return nil, "", nil, false
+	}
+	if okP && !isNullJSON(p) {
+		if p[0] != '{' && p[0] != '[' {
+			return nil, "", nil, false
+		}
+		params = p
+	}
+	return id, string(m[1 : len(m)-1]), params, true
+}
+
+// serveDirect serves one call of cs without jrpc2, or reports false to
+// leave it to jrpc2 (a method this server does not have). It returns once
+// the call holds a concurrency slot; the call runs on a warm goroutine.
+func (s *Server) serveDirect(cs *connState, id json.RawMessage, method string, params json.RawMessage) bool {
+	h, ok := s.handlers[method]
+	if !ok {
+		return false
+	}
+	select {
+	case cs.sem <- struct{}{}:
+	case <-cs.ctx.Done():
+		return true // the connection is gone: nobody to answer
+	}
+	cs.ch.owe(1)
+	key := string(id)
+	cs.idMu.Lock()
+	if _, dup := cs.inflight[key]; dup {
+		cs.idMu.Unlock()
+		<-cs.sem
+		cs.ch.reply(id, nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID", Data: mustJSON(key)})
+		return true
+	}
+	if cs.inflight == nil {
+		cs.inflight = map[string]struct{}{}
+	}
+	cs.inflight[key] = struct{}{}
+	cs.idMu.Unlock()
+	cs.direct.Add(1)
+	s.warm.start(func() {
+		defer cs.direct.Done()
+		ctx, cancel := context.WithCancel(cs.ctx)
+		res, werr := s.call(ctx, cs, method, h, params)
+		cancel()
+		cs.idMu.Lock()
+		delete(cs.inflight, key)
+		cs.idMu.Unlock()
+		<-cs.sem
+		cs.ch.reply(id, res, werr)
+	})
+	return true
+}
+
+// reply writes the response to call id: its encoded result, or werr.
+func (c *serverChannel) reply(id, res json.RawMessage, werr *jrpc2.Error) {
+	var msg []byte
+	if werr == nil {
+		msg = make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(res))
+		msg = append(msg, `{"jsonrpc":"2.0","id":`...)
+		msg = append(msg, id...)
+		msg = append(msg, `,"result":`...)
+		msg = append(msg, res...)
+		msg = append(msg, '}')
+	} else {
+		msg, _ = gojson.Marshal(struct {
+			V  string          `json:"jsonrpc"`
+			ID json.RawMessage `json:"id"`
+			E  *jrpc2.Error    `json:"error"`
+		}{"2.0", id, werr})
+	}
+	_ = c.write(msg, 1) // a failed write closes the connection
+}
+
+// owe records n replies owed for a line not handed to jrpc2.
+func (c *serverChannel) owe(n int64) {
+	c.mu.Lock()
+	c.expected += n
+	c.mu.Unlock()
+}
