@@ -1,0 +1,16 @@
+#!/bin/sh
+# A workflow definition: store examples/workflows/etl.yaml as a named,
+# versioned definition (its name is the workflow's: etl), run the latest
+# version by name, change the spec and store version 2, and pin a run to
+# version 1. A version never changes: `flowd def put --version 1` with
+# another spec is refused. Try it with `flowd dev` running.
+set -e
+flowd def put examples/workflows/etl.yaml --note 'first cut'      # etl@1
+flowd submit --definition etl --wait                              # runs etl@1
+sed 's/rows: \[1, 2, 3, 4, 5, 6\]/rows: [2, 4, 6, 8, 10, 12]/' examples/workflows/etl.yaml > /tmp/etl-v2.yaml
+flowd def put /tmp/etl-v2.yaml --note 'doubled rows'              # etl@2 (load total 84)
+flowd submit --definition etl --wait                              # runs etl@2 (the latest)
+flowd submit --definition etl@1 --wait                            # runs etl@1
+flowd def list
+flowd def get etl --versions
+flowd run list --definition etl@2
