@@ -27,6 +27,7 @@ type Dispatcher struct {
 
 type waiter struct {
 	w         fsm.Waiter
+	key       string            // waiterKey(w)
 	ch        chan claimOutcome // buffered 1; written once
 	inFlight  bool
 	done      bool
@@ -58,7 +59,7 @@ func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duratio
 	if !d.n.IsLeader() {
 		return nil, d.n.notLeader()
 	}
-	wt := &waiter{w: w, ch: make(chan claimOutcome, 1)}
+	wt := &waiter{w: w, key: waiterKey(w), ch: make(chan claimOutcome, 1)}
 	d.mu.Lock()
 	d.waiters = append(d.waiters, wt)
 	d.mu.Unlock()
@@ -160,20 +161,17 @@ func (d *Dispatcher) servable() []*waiter {
 	type group struct{ want, ready int }
 	groups := map[string]*group{}
 	free := make([]*waiter, 0, len(d.waiters))
-	keys := make([]string, 0, len(d.waiters))
 	for _, wt := range d.waiters {
 		if wt.done || wt.inFlight || wt.cancelled || (wt.emptyAt != 0 && d.n.fsm.AppliedIndex() <= wt.emptyAt) {
 			continue
 		}
-		key := waiterKey(wt.w)
-		g := groups[key]
+		g := groups[wt.key]
 		if g == nil {
 			g = &group{}
-			groups[key] = g
+			groups[wt.key] = g
 		}
 		g.want += max(wt.w.Max, 1)
 		free = append(free, wt)
-		keys = append(keys, key)
 	}
 	if len(free) == 0 {
 		return nil
@@ -181,10 +179,10 @@ func (d *Dispatcher) servable() []*waiter {
 	now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
 	counted := map[string]bool{}
 	var out []*waiter
-	for i, wt := range free {
-		g := groups[keys[i]]
-		if !counted[keys[i]] {
-			counted[keys[i]] = true
+	for _, wt := range free {
+		g := groups[wt.key]
+		if !counted[wt.key] {
+			counted[wt.key] = true
 			g.ready = d.n.fsm.ReadyCount(wt.w, now, g.want)
 		}
 		if g.ready > 0 {

@@ -53,6 +53,7 @@ type FSM struct {
 	log    *slog.Logger
 
 	applied atomic.Uint64
+	now     atomic.Int64 // the FSM clock as of the last commit (Now)
 	// OnFatal is called when the local store cannot write. The node must
 	// stop rather than diverge; the default panics.
 	OnFatal func(error)
@@ -83,6 +84,9 @@ func New(store Store, o Options) (*FSM, error) {
 		return nil, err
 	}
 	f.applied.Store(idx)
+	if err := f.loadNow(); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -94,6 +98,20 @@ func (f *FSM) readApplied() (uint64, error) {
 	defer release()
 	v, _, err := r.Get(keyApplied)
 	return getU64(v), err
+}
+
+// loadNow reads the FSM clock from the store into f.now (kept there so
+// that Now, asked by the dispatcher after every commit and by every claim,
+// takes no store view).
+func (f *FSM) loadNow() error {
+	r, release, err := f.store.View()
+	if err != nil {
+		return err
+	}
+	defer release()
+	v, _, err := r.Get(keyNow)
+	f.now.Store(int64(getU64(v)))
+	return err
 }
 
 // Store returns the underlying store.
@@ -210,6 +228,9 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	if err := f.store.Commit(txns); err != nil {
 		f.OnFatal(err)
 		return results
+	}
+	if v, _, err := batch.Get(keyNow); err == nil {
+		f.now.Store(int64(getU64(v)))
 	}
 	f.applied.Store(last)
 	f.publish(events)

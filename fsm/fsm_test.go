@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -411,5 +412,47 @@ func TestLargeBatchSplitsAndRejectsInPlace(t *testing.T) {
 	d2, i2, _ := single.Digest()
 	if d1 != d2 || i1 != 12 || i2 != 12 || len(batched.RunIDs()) != 11 {
 		t.Fatalf("batched %s@%d, one by one %s@%d, runs %d", d1, i1, d2, i2, len(batched.RunIDs()))
+	}
+}
+
+// Now is the clock as of the last commit: it follows applied stamps (never
+// back), and a reopened or restored FSM answers the clock of its state.
+func TestNowFollowsCommitsReopenAndRestore(t *testing.T) {
+	h := newHarness(t)
+	if got := h.f.Now(); got != 0 {
+		t.Fatalf("empty FSM: now %d", got)
+	}
+	h.submit("r1", `{"tasks":[{"key":"a","type":"t"}]}`)
+	if got := h.f.Now(); got != h.now {
+		t.Fatalf("now %d after an entry stamped %d", got, h.now)
+	}
+	stamped := h.now
+	h.now -= 5000 // a stamp behind the clock does not move it back
+	h.submit("r2", `{"tasks":[{"key":"a","type":"t"}]}`)
+	if got := h.f.Now(); got != stamped {
+		t.Fatalf("now %d, want %d", got, stamped)
+	}
+	again, err := New(h.f.Store(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.Now(); got != stamped {
+		t.Fatalf("reopened: now %d, want %d", got, stamped)
+	}
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := snap.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	other := newHarness(t)
+	if err := other.f.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if got := other.f.Now(); got != stamped {
+		t.Fatalf("restored: now %d, want %d", got, stamped)
 	}
 }

@@ -198,6 +198,9 @@ func (f *FSM) Restore(rd io.Reader) error {
 	if err != nil {
 		return err
 	}
+	if err := f.loadNow(); err != nil {
+		return err
+	}
 	f.applied.Store(applied)
 	f.publish(nil)
 	return nil
