@@ -257,7 +257,9 @@ func (a *applier) applyGC(c *GC) any {
 
 // deleteRun removes a finished run, its tasks and every index entry.
 func (a *applier) deleteRun(r *Run) {
-	for _, t := range a.runTasks(r.ID) {
+	tasks := a.runTasks(r.ID)
+	a.deleteRunLogs(r.ID, tasks)
+	for _, t := range tasks {
 		a.unindexTask(t)
 		if t.Leased() {
 			a.endLease(t, OutcomeCancelled, "run deleted by retention")

@@ -158,6 +158,7 @@ func (a *applier) applyHeartbeat(c *Heartbeat) any {
 	if a.timedOut(t) {
 		return &AckResult{}
 	}
+	a.appendLogs(t, c.Log)
 	a.extendLease(t)
 	return &AckResult{Accepted: true, LeaseExpiresAt: t.LeaseExpiresAt}
 }
@@ -180,6 +181,7 @@ func (a *applier) applyComplete(c *Complete) any {
 	if a.timedOut(t) {
 		return &AckResult{} // too late: the attempt ended at its timeout
 	}
+	a.appendLogs(t, c.Log)
 	if t.State == domain.TaskReverting {
 		if len(c.Spawn) > 0 {
 			return fmt.Errorf("%w: a compensation cannot spawn tasks", ErrInvalidArgument)
@@ -304,6 +306,7 @@ func (a *applier) applyFail(c *Fail) any {
 	if a.timedOut(t) {
 		return &AckResult{}
 	}
+	a.appendLogs(t, c.Log)
 	retryable := c.Retryable == nil || *c.Retryable
 	a.endLease(t, OutcomeFailed, c.Error)
 	a.failAttempt(r, t, c.Error, retryable)

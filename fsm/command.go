@@ -125,8 +125,9 @@ type Claim struct {
 // Heartbeat extends a lease.
 type Heartbeat struct {
 	Stamped
-	TaskID string `json:"task_id"`
-	Token  uint64 `json:"token"`
+	TaskID string    `json:"task_id"`
+	Token  uint64    `json:"token"`
+	Log    *LogChunk `json:"log,omitempty"`
 }
 
 // Complete records a task's success (or a compensation's).
@@ -139,16 +140,18 @@ type Complete struct {
 	// Claim, if set, claims up to Claim.Max ready tasks for the worker in
 	// the same entry, after the completion (whether or not it was
 	// accepted): a worker's result and its next task cost one entry.
-	Claim *Waiter `json:"claim,omitempty"`
+	Claim *Waiter   `json:"claim,omitempty"`
+	Log   *LogChunk `json:"log,omitempty"`
 }
 
 // Fail records a failed attempt.
 type Fail struct {
 	Stamped
-	TaskID    string `json:"task_id"`
-	Token     uint64 `json:"token"`
-	Error     string `json:"error"`
-	Retryable *bool  `json:"retryable,omitempty"` // nil = true
+	TaskID    string    `json:"task_id"`
+	Token     uint64    `json:"token"`
+	Error     string    `json:"error"`
+	Retryable *bool     `json:"retryable,omitempty"` // nil = true
+	Log       *LogChunk `json:"log,omitempty"`
 }
 
 // Reap expires every lease due at At (leader time).

@@ -120,6 +120,7 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 	if n := len(t.Attempts); n > 0 && t.Attempts[n-1].Outcome == OutcomeRunning {
 		at := &t.Attempts[n-1]
 		at.EndedAt, at.Outcome, at.Error = a.now, outcome, errMsg
+		a.sealLogs(t, at)
 	}
 	if b := a.breaker(dispatchType(t)); b.Trial == t.ID() {
 		b.Trial = ""

@@ -157,6 +157,13 @@ type Attempt struct {
 	Outcome      string `json:"outcome"`
 	Error        string `json:"error,omitempty"`
 	Compensation bool   `json:"compensation,omitempty"`
+	// The attempt's log (apply_logs.go): lines received (the next line
+	// number), lines and bytes stored, chunk keys written. All zero, and
+	// absent from the record, when the attempt logged nothing.
+	LogLines  int `json:"log_lines,omitempty"`
+	LogStored int `json:"log_stored,omitempty"`
+	LogBytes  int `json:"log_bytes,omitempty"`
+	LogChunks int `json:"log_chunks,omitempty"`
 }
 
 // acked reports whether the worker acknowledged t's live lease.
