@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flowd/flowd/fsm"
@@ -23,6 +24,8 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	waiters []*waiter
+
+	throttled atomic.Uint64 // see ThrottledDispatches
 }
 
 type waiter struct {
@@ -133,21 +136,55 @@ func (d *Dispatcher) Waiting() int {
 func (n *Node) WaitingClaims() int { return n.disp.Waiting() }
 
 func (d *Dispatcher) run(ctx context.Context) {
+	refill := time.NewTimer(time.Hour)
+	refill.Stop()
+	defer refill.Stop()
+	var lastRefill int64
 	for {
 		changed := d.n.fsm.Changed()
-		batch := d.servable()
+		batch, refillAt := d.servable()
 		if len(batch) > 0 {
 			d.propose(ctx, batch)
 			continue
+		}
+		// Work held back by a rate limit: sleep until its bucket has a
+		// token (no claim entry is proposed for an empty bucket, and no
+		// polling), then look at every waiter again.
+		var due <-chan time.Time
+		if refillAt > 0 {
+			if refillAt != lastRefill {
+				d.throttled.Add(1)
+				lastRefill = refillAt
+			}
+			refill.Reset(time.Duration(max(refillAt-d.n.cfg.Clock().UnixMilli(), 1)) * time.Millisecond)
+			due = refill.C
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
 		case <-changed:
+		case <-due:
+			d.forgetEmpty()
+			continue
 		}
+		refill.Stop() // Go 1.23 timers: no stale tick to drain
 	}
 }
+
+// forgetEmpty lets waiters whose last claim came back empty be proposed
+// for again: time passed, a bucket refilled.
+func (d *Dispatcher) forgetEmpty() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, wt := range d.waiters {
+		wt.emptyAt = 0
+	}
+}
+
+// ThrottledDispatches counts the times this leader's dispatcher waited for a
+// rate limit's bucket to refill before it could serve waiting claims.
+func (n *Node) ThrottledDispatches() uint64 { return n.disp.throttled.Load() }
 
 // servable marks and returns the waiters that could get a task now: per
 // (queues, types) key, in FIFO order, no more waiters than the tasks ready
@@ -155,12 +192,21 @@ func (d *Dispatcher) run(ctx context.Context) {
 // task was ready carried tens of waiters that got nothing, each encoded in
 // the entry and looked up on every replica; those still wait, and the next
 // commit wakes this loop again if work is left.
-func (d *Dispatcher) servable() []*waiter {
+//
+// With nothing to serve while claims wait, refillAt is when a rate limit
+// that holds back ready work next has a token (0: none does).
+func (d *Dispatcher) servable() (out []*waiter, refillAt int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	type group struct{ want, ready int }
 	groups := map[string]*group{}
 	free := make([]*waiter, 0, len(d.waiters))
+	now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
+	defer func() {
+		if len(out) == 0 && len(d.waiters) > 0 {
+			refillAt = d.n.fsm.ThrottledUntil(now)
+		}
+	}()
 	for _, wt := range d.waiters {
 		if wt.done || wt.inFlight || wt.cancelled || (wt.emptyAt != 0 && d.n.fsm.AppliedIndex() <= wt.emptyAt) {
 			continue
@@ -174,11 +220,9 @@ func (d *Dispatcher) servable() []*waiter {
 		free = append(free, wt)
 	}
 	if len(free) == 0 {
-		return nil
+		return nil, 0
 	}
-	now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
 	counted := map[string]bool{}
-	var out []*waiter
 	for _, wt := range free {
 		g := groups[wt.key]
 		if !counted[wt.key] {
@@ -191,7 +235,7 @@ func (d *Dispatcher) servable() []*waiter {
 			out = append(out, wt)
 		}
 	}
-	return out
+	return out, 0
 }
 
 func waiterKey(w fsm.Waiter) string {

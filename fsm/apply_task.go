@@ -17,6 +17,8 @@ const MaxClaim = 256
 func (a *applier) applyClaim(c *Claim) any {
 	a.readyCursor = map[string][]byte{}
 	defer func() { a.readyCursor = nil }()
+	a.throttled = nil
+	defer a.countThrottled()
 	res := &ClaimResult{Assigned: make([][]Claimed, len(c.Waiters))}
 	for i := range c.Waiters {
 		w := &c.Waiters[i]
@@ -79,6 +81,7 @@ func (a *applier) claimTask(t *Task, worker, req string) Claimed {
 	r := a.loadRun(t.RunID)
 	a.unindexTask(t)
 	a.breakerPick(dispatchType(t), t.ID())
+	a.queue(t.Queue).takeToken(dispatchType(t), a.now)
 	if t.State == domain.TaskReverting {
 		t.Comp.Phase = CompRunning
 		t.Comp.Attempt++

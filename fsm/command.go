@@ -333,6 +333,8 @@ func Decode(buf []byte) (Command, error) {
 		c = &TaskSignal{}
 	case MsgRunSignal:
 		c = &RunSignal{}
+	case MsgRateLimitSet:
+		c = &RateLimitSet{}
 	case MsgDefinitionPut:
 		c = &DefinitionPut{}
 	case MsgSubmitDefinition:

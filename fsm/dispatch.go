@@ -170,6 +170,10 @@ func (a *applier) nextReady(w *Waiter) *Task {
 		if !q.Dispatching() {
 			continue
 		}
+		if q.Limit != nil && q.Limit.Available(a.now) == 0 {
+			a.throttle(qn)
+			continue
+		}
 		types := w.Types
 		if len(types) == 0 {
 			for typ := range q.Types {
@@ -179,6 +183,10 @@ func (a *applier) nextReady(w *Waiter) *Task {
 		}
 		for _, typ := range types {
 			if q.Types[typ] == 0 || !a.breakerAllows(typ) {
+				continue
+			}
+			if !q.limitAllows(typ, a.now) {
+				a.throttle(qn)
 				continue
 			}
 			pfx := readyPrefix(qn, typ)

@@ -330,6 +330,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyQueuePause(c)
 	case *QueueDelete:
 		return a.applyQueueDelete(c)
+	case *RateLimitSet:
+		return a.applyRateLimitSet(c)
 	case *SettingsSet:
 		return a.applySettingsSet(c)
 	case *GC:
@@ -377,6 +379,9 @@ type applier struct {
 	// readyCursor remembers, during one claim, where each ready list's
 	// scan left off (see nextReady).
 	readyCursor map[string][]byte
+	// throttled collects, during one claim, the queues whose ready work a
+	// rate limit held back (apply_ratelimit.go).
+	throttled map[string]bool
 
 	runs, taskCache, queues, breakers cache
 	settings                          *Settings

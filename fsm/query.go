@@ -537,12 +537,16 @@ func (f *FSM) ReadyCount(w Waiter, now int64, limit int) int {
 			if !q.Dispatching() {
 				continue
 			}
+			// Rate limits: no more than the buckets' tokens at now, so an
+			// empty bucket proposes no claim (ThrottledUntil says when).
+			inQueue, qTokens := 0, q.Limit.Available(now)
 			for typ, n := range q.Types { // a sum: order does not matter
 				if n > 0 && (len(w.Types) == 0 || slices.Contains(w.Types, typ)) && allows(typ) {
-					if count += n; count >= limit {
-						return nil
-					}
+					inQueue += min(n, q.tokens(typ, now))
 				}
+			}
+			if count += min(inQueue, qTokens); count >= limit {
+				return nil
 			}
 		}
 		return nil

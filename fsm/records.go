@@ -209,6 +209,15 @@ type QueueState struct {
 	Types map[string]int `json:"types,omitempty"`
 	// PausedRuns lists the runs this queue is paused for.
 	PausedRuns []string `json:"paused_runs,omitempty"`
+	// Limit is the queue's rate limit and TypeLimits those of task types
+	// within it (apply_ratelimit.go); nil: none.
+	Limit      *domain.RateLimit            `json:"limit,omitempty"`
+	TypeLimits map[string]*domain.RateLimit `json:"type_limits,omitempty"`
+	// Leased counts the leases the queue granted (its current rate is the
+	// counter's rate); Throttled the claims that found its ready work held
+	// back by a rate limit.
+	Leased    uint64 `json:"leased,omitempty"`
+	Throttled uint64 `json:"throttled,omitempty"`
 }
 
 // Dispatching reports whether the queue may hand out a task now: not
