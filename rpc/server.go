@@ -29,13 +29,25 @@ type Handler func(ctx context.Context, params json.RawMessage) (any, error)
 
 // Func adapts a typed function to a Handler. Params are decoded strictly
 // into P: absent or null params give the zero P; JSON that does not decode
-// into P, or an object with fields P does not have, is rejected with
+// into P, an object with fields P does not have, or an object anywhere in
+// the params with a member twice (dupkeys.go) is rejected with
 // CodeInvalidParams and a message naming the problem. Use json.RawMessage
 // as P to decode yourself.
 func Func[P, R any](fn func(context.Context, P) (R, error)) Handler {
+	t := reflect.TypeFor[P]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	foldTop := t.Kind() == reflect.Struct
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var p P
 		if len(raw) > 0 && !isNullJSON(raw) {
+			if name, dup, deep := duplicateMember(raw, foldTop); dup || deep {
+				if deep {
+					return nil, Errorf(CodeInvalidParams, "invalid params: nested deeper than %d levels", dupMaxDepth)
+				}
+				return nil, Errorf(CodeInvalidParams, "invalid params: member %q appears twice in one object; send each member once", name)
+			}
 			// goccy/go-json decodes (a fraction of encoding/json's cost on
 			// the hot path); params it rejects are decoded again with
 			// encoding/json, whose errors name the field and types.
