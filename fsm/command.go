@@ -341,6 +341,10 @@ func Decode(buf []byte) (Command, error) {
 		c = &SubmitDefinition{}
 	case MsgNodeInfo:
 		c = &NodeInfo{}
+	case MsgACLTokenCreate:
+		c = &ACLTokenCreate{}
+	case MsgACLTokenDelete:
+		c = &ACLTokenDelete{}
 	case MsgDigestMark, MsgDigestVerdict:
 		// The digest check changes no state (every version skips it the
 		// same way); the node acts on it after applying (digestcheck.go).

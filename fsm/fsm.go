@@ -360,6 +360,10 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applySubmitDefinition(c)
 	case *NodeInfo:
 		return a.applyNodeInfo(c)
+	case *ACLTokenCreate:
+		return a.applyACLTokenCreate(c)
+	case *ACLTokenDelete:
+		return a.applyACLTokenDelete(c)
 	default:
 		return fmt.Errorf("%w: no handler for %s", ErrBadCommand, cmd.Type())
 	}
