@@ -104,6 +104,7 @@ func (f *FSM) ResolveRunID(short string) (string, error) {
 		return "", fmt.Errorf("%w: empty run id", ErrInvalidArgument)
 	}
 	var matches []string
+	n, part := 0, []byte(short)
 	err := f.View(func(r Reader) error {
 		if _, ok, err := r.Get(runKey(short)); err != nil || ok {
 			if ok {
@@ -111,21 +112,29 @@ func (f *FSM) ResolveRunID(short string) (string, error) {
 			}
 			return err
 		}
+		// Every match is counted (the error says how many), but only the
+		// first few ids are kept for the message. A unique part scans
+		// every run anyway, so counting costs no more than that.
 		return r.Scan(pfxRun, nil, false, func(k, _ []byte) bool {
-			id := string(k[len(pfxRun):])
-			if strings.Contains(id, short) {
-				matches = append(matches, id)
+			id := k[len(pfxRun):]
+			if bytes.Contains(id, part) {
+				if n++; len(matches) < 3 {
+					matches = append(matches, string(id))
+				}
 			}
-			return len(matches) <= 10
+			return true
 		})
 	})
+	if n == 0 {
+		n = len(matches) // the exact id
+	}
 	switch {
 	case err != nil:
 		return "", err
-	case len(matches) == 0:
+	case n == 0:
 		return "", fmt.Errorf("%w: no run matches %q", ErrNotFound, short)
-	case len(matches) > 1:
-		return "", fmt.Errorf("%w: %q matches %d runs (%s…); give more characters", ErrAmbiguous, short, len(matches), strings.Join(matches[:min(3, len(matches))], ", "))
+	case n > 1:
+		return "", fmt.Errorf("%w: %q matches %d runs (%s…); give more characters", ErrAmbiguous, short, n, strings.Join(matches, ", "))
 	}
 	return matches[0], nil
 }

@@ -28,7 +28,7 @@ const (
 	exitError    = 1 // an error (printed as "error: ...")
 	exitUsage    = 2 // bad flags or arguments, invalid agent configuration
 	exitRunUnsuc = 3 // the run ended failed, cancelled or reverted
-	exitTimeout  = 4 // the run did not finish within --timeout
+	exitTimeout  = 4 // the run did not finish within --wait-timeout
 )
 
 // newApp builds the flowd command line. Output goes to App.Writer and
@@ -60,9 +60,8 @@ func newApp() *cli.App {
 		cmds = append(cmds, cloneCommand(c))
 	}
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
-	globalHelp := renderGlobalHelp(app.Flags)
 	for _, c := range cmds {
-		prepareCommand(c, []string{c.Name}, globalHelp)
+		prepareCommand(c, []string{c.Name}, app.Flags)
 	}
 	app.Commands = cmds
 	cli.VersionPrinter = func(cCtx *cli.Context) {
@@ -120,7 +119,7 @@ func cloneFlag(f cli.Flag) cli.Flag {
 // (FLOWD_<COMMAND PATH>_<FLAG> unless the flag names its own), our usage
 // error handler, an action for group commands, and the global options in
 // the help of leaf commands.
-func prepareCommand(c *cli.Command, path []string, globalHelp string) {
+func prepareCommand(c *cli.Command, path []string, globals []cli.Flag) {
 	for _, f := range c.Flags {
 		setDefaultEnv(f, "FLOWD_"+envName(strings.Join(append(append([]string(nil), path...), f.Names()[0]), "_")))
 	}
@@ -132,12 +131,12 @@ func prepareCommand(c *cli.Command, path []string, globalHelp string) {
 			c.Action = groupAction
 		}
 		for _, s := range c.Subcommands {
-			prepareCommand(s, append(path, s.Name), globalHelp)
+			prepareCommand(s, append(path, s.Name), globals)
 		}
 		return
 	}
 	if c.CustomHelpTemplate == "" {
-		c.CustomHelpTemplate = cli.CommandHelpTemplate + globalHelp
+		c.CustomHelpTemplate = cli.CommandHelpTemplate + renderGlobalHelp(globals, levelFlags(c.Flags, false))
 	}
 	enforceRequired(c)
 }
@@ -191,13 +190,19 @@ func setDefaultEnv(f cli.Flag, env string) {
 	field.Set(reflect.ValueOf([]string{env}))
 }
 
-// renderGlobalHelp lists the global flags for the help of every leaf
-// command (they are accepted anywhere on the command line).
-func renderGlobalHelp(flags []cli.Flag) string {
+// renderGlobalHelp lists the global flags for the help of a leaf command
+// (they are accepted anywhere on the command line). A global flag the
+// command redefines (submit's --timeout, an alias of its --wait-timeout)
+// says where it must go, so one help screen never shows two flags of one
+// name without telling which is which.
+func renderGlobalHelp(flags []cli.Flag, own map[string]cli.Flag) string {
 	var names, usages []string
 	width := 0
 	for _, f := range flags {
 		name, usage, _ := strings.Cut(fmt.Sprint(f), "\t")
+		if _, shadowed := own[f.Names()[0]]; shadowed {
+			usage += fmt.Sprintf(" (give it before the command: after it, --%s is this command's own flag, above)", f.Names()[0])
+		}
 		names, usages = append(names, name), append(usages, usage)
 		width = max(width, len(name))
 	}
@@ -285,6 +290,10 @@ func reorderLevel(args []string, own, globals map[string]cli.Flag, subs []*cli.C
 			return append(append(append(flags, "--"), positional...), args[i+1:]...)
 		}
 		if isFlagToken(a) {
+			if v, ok := splitAttached(a, own, globals); ok {
+				args = append(append(append([]string(nil), args[:i]...), v...), args[i+1:]...)
+				a = args[i]
+			}
 			name, hasValue := flagName(a)
 			f, mine := own[name]
 			if !mine && globals != nil {
@@ -317,6 +326,32 @@ func reorderLevel(args []string, own, globals map[string]cli.Flag, subs []*cli.C
 		positional = append(positional, a)
 	}
 	return append(flags, positional...)
+}
+
+// splitAttached turns "-n1" into "-n", "1" when -n is a one-letter flag of
+// this level (or a global one) that takes a value and "n1" names no flag:
+// urfave/cli v2 parses flags with the standard flag package, which reads
+// "-n1" as a flag called n1 and rejects it, while getopt-style tools (head
+// -n1, tail -n1) taught everyone to write it.
+func splitAttached(a string, own, globals map[string]cli.Flag) ([]string, bool) {
+	if len(a) < 3 || a[0] != '-' || a[1] == '-' || strings.IndexByte(a, '=') >= 0 {
+		return nil, false
+	}
+	name := a[1:]
+	if _, ok := own[name]; ok {
+		return nil, false
+	}
+	if _, ok := globals[name]; ok {
+		return nil, false
+	}
+	f, ok := own[name[:1]]
+	if !ok {
+		f, ok = globals[name[:1]]
+	}
+	if !ok || !takesValue(f) {
+		return nil, false
+	}
+	return []string{a[:2], a[2:]}, true
 }
 
 func findCommand(cmds []*cli.Command, name string) *cli.Command {

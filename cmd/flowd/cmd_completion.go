@@ -15,7 +15,9 @@ var completionCommand = &cli.Command{
 	ArgsUsage: "bash|zsh|fish",
 	Description: "   bash: source <(flowd completion bash)\n" +
 		"   zsh:  source <(flowd completion zsh)\n" +
-		"   fish: flowd completion fish | source",
+		"   fish: flowd completion fish | source\n\n" +
+		"The bash and zsh scripts complete flowd, bin/flowd and ./bin/flowd (a checkout's\n" +
+		"make build); fish matches a command by its base name already.",
 	Action: completionAction,
 }
 
@@ -37,7 +39,9 @@ _flowd_complete() {
   COMPREPLY=($(compgen -W "${opts}" -- "${cur}"))
   return 0
 }
-complete -o bashdefault -o default -F _flowd_complete flowd
+# Registered for the names it is run by from a checkout too (make run builds
+# bin/flowd), not only for flowd on the PATH.
+complete -o bashdefault -o default -F _flowd_complete flowd bin/flowd ./bin/flowd
 `
 
 const zshCompletion = `#compdef flowd
@@ -57,7 +61,7 @@ _flowd() {
     _files
   fi
 }
-compdef _flowd flowd
+compdef _flowd flowd bin/flowd ./bin/flowd
 `
 
 func completionAction(cCtx *cli.Context) error {

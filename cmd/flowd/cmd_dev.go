@@ -17,6 +17,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowd/flowd/daemon"
 	"github.com/flowd/flowd/internal/demo"
 	"github.com/flowd/flowd/internal/pki"
 	"github.com/flowd/flowd/rpc"
@@ -61,6 +62,9 @@ func runDev(c *cli.Context) error {
 	n := c.Int("nodes")
 	if n < 1 || n > 9 {
 		return cli.Exit("--nodes must be between 1 and 9", 2)
+	}
+	if err := checkDevPorts(c.Int("base-port"), c.Int("http-base-port"), n); err != nil {
+		return err
 	}
 	if err := prepareDevDir(dir, c.Bool("keep")); err != nil {
 		return err
@@ -338,4 +342,35 @@ func absPath(p string) string {
 		return p
 	}
 	return a
+}
+
+// checkDevPorts makes sure the ports the agents will take are free before
+// any starts, so a clash names the flowd dev flags that move them (an
+// agent would say "set --forward-addr", which flowd dev does not take).
+type devPort struct {
+	what string
+	port int
+	flag string
+}
+
+func checkDevPorts(base, httpBase, n int) error {
+	for i := range n {
+		ports := []devPort{
+			{"raft", base + i, "--base-port"},
+			{"forwarding", base + i + daemon.ForwardPortOffset, "--base-port"},
+		}
+		if httpBase > 0 {
+			ports = append(ports, devPort{"HTTP", httpBase + i, "--http-base-port"})
+		}
+		for _, p := range ports {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p.port))
+			if err != nil {
+				return failf(fmt.Sprintf("another flowd dev may be running (stop it), or move this one: %s N (raft ports N..N+%d, forwarding +%d) and --http-base-port M",
+					p.flag, n-1, daemon.ForwardPortOffset),
+					"port %d (the %s port of n%d) is in use: %v", p.port, p.what, i+1, err)
+			}
+			l.Close()
+		}
+	}
+	return nil
 }

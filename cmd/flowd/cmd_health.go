@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ type healthReport struct {
 	Healthy bool         `json:"healthy"`
 	Leader  string       `json:"leader,omitempty"`
 	Problem string       `json:"problem,omitempty"`
+	Hint    string       `json:"hint,omitempty"`
 	Nodes   []nodeHealth `json:"nodes"`
 }
 
@@ -73,31 +75,7 @@ func checkHealth(cCtx *cli.Context) healthReport {
 		wg.Go(func() { rep.Nodes[i] = probe(cCtx.Context, ep, callTimeout(cCtx)) })
 	}
 	wg.Wait()
-	leaders := map[string][]string{}
-	reachable := 0
-	for _, n := range rep.Nodes {
-		if n.Reachable {
-			reachable++
-			leaders[n.Leader] = append(leaders[n.Leader], n.Node)
-		}
-	}
-	switch {
-	case reachable == 0:
-		rep.Problem = "no agent is reachable"
-	case len(leaders) > 1:
-		var views []string
-		for l, ns := range leaders {
-			views = append(views, fmt.Sprintf("%s say %s", strings.Join(ns, ","), dash(l)))
-		}
-		rep.Problem = "the agents disagree on the leader: " + strings.Join(views, "; ")
-	default:
-		for l := range leaders {
-			rep.Leader = l
-		}
-		if rep.Leader == "" {
-			rep.Problem = "no leader: the cluster may have lost its quorum"
-		}
-	}
+	rep.Leader, rep.Problem, rep.Hint = diagnose(rep.Nodes)
 	rep.Healthy = rep.Problem == ""
 	return rep
 }
@@ -137,11 +115,77 @@ func healthAction(cCtx *cli.Context) error {
 		}
 	}
 	if !rep.Healthy {
-		hint := "start the missing agents (`flowd dev` for a local cluster), or check --addr / FLOWD_ADDR"
 		if !jsonOut(cCtx) {
-			return failf(hint, "unhealthy: %s", rep.Problem)
+			return failf(rep.Hint, "unhealthy: %s", rep.Problem)
 		}
 		return exitWith(exitError)
 	}
 	return nil
+}
+
+const hintStartAgents = "start the missing agents (`flowd dev` for a local cluster), or check --addr / FLOWD_ADDR"
+
+// diagnose reads the probes: the leader they agree on, or the problem and
+// what to do about it. A reachable node without a leader while the others
+// follow one is most often a node started to join that no member has added
+// yet (it stays a candidate: it cannot win alone, and pre-vote keeps it
+// quiet), so the hint is add-peer, not starting agents that already run.
+func diagnose(nodes []nodeHealth) (leader, problem, hint string) {
+	leaders := map[string][]string{}
+	var lost []string // reachable, no leader
+	reachable := 0
+	for _, n := range nodes {
+		if !n.Reachable {
+			continue
+		}
+		reachable++
+		if n.Leader == "" {
+			lost = append(lost, n.Node)
+			continue
+		}
+		leaders[n.Leader] = append(leaders[n.Leader], n.Node)
+	}
+	sort.Strings(lost)
+	addPeer := func(ids []string) string {
+		return fmt.Sprintf("if %s is new, add it through a member: `flowd operator raft add-peer %s RAFT-ADDR`", strings.Join(ids, ","), ids[0])
+	}
+	switch {
+	case reachable == 0:
+		return "", "no agent is reachable", hintStartAgents
+	case len(leaders) > 1:
+		var views []string
+		for l, ns := range leaders {
+			views = append(views, fmt.Sprintf("%s say %s", strings.Join(ns, ","), l))
+		}
+		sort.Strings(views)
+		return "", "the agents disagree on the leader: " + strings.Join(views, "; "),
+			"wait for the election to settle and retry; if it persists, compare `flowd operator raft list-peers` on each agent"
+	case len(leaders) == 1 && len(lost) > 0:
+		for l := range leaders {
+			leader = l
+		}
+		return "", fmt.Sprintf("%s %s no leader while the others follow %s", strings.Join(lost, ","), pl(len(lost), "has", "have"), leader),
+			addPeer(lost) + "; a member that lost touch: check its log and network"
+	case len(leaders) == 0:
+		if reachable < len(nodes) {
+			return "", "no leader: the cluster may have lost its quorum", hintStartAgents
+		}
+		if len(lost) == 1 {
+			return "", "no leader: the cluster may have lost its quorum",
+				addPeer(lost) + "; otherwise start the missing agents, or put every member in --addr"
+		}
+		return "", "no leader: the cluster may have lost its quorum",
+			"see which members are configured with `flowd operator raft list-peers` and start the ones not running; check the agents' logs"
+	}
+	for l := range leaders {
+		leader = l
+	}
+	return leader, "", ""
+}
+
+func pl(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

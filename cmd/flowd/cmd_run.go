@@ -58,7 +58,7 @@ var runCommand = &cli.Command{
 			Usage:     "wait until a run is done; exit 0 succeeded, 3 failed/cancelled/reverted, 4 timeout",
 			ArgsUsage: idArgs,
 			Flags: []cli.Flag{
-				&cli.DurationFlag{Name: "timeout", Usage: "give up after `DUR` (exit 4)", DefaultText: "no limit"},
+				waitTimeoutFlag("FLOWD_RUN_WAIT_WAIT_TIMEOUT", "FLOWD_RUN_WAIT_TIMEOUT"),
 			},
 			Action: runWaitAction,
 		},
@@ -81,7 +81,7 @@ var runCommand = &cli.Command{
 				&cli.BoolFlag{Name: "reuse-succeeded", Usage: "start the parent's succeeded tasks as succeeded"},
 				&cli.StringFlag{Name: "id", Usage: "the new run's `UUID` (default: a new UUIDv7)"},
 				&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "wait until the new run is done"},
-				&cli.DurationFlag{Name: "timeout", Usage: "with --wait: give up waiting after `DUR` (exit 4)", DefaultText: "no limit"},
+				waitTimeoutFlag("FLOWD_RUN_REPLAY_WAIT_TIMEOUT", "FLOWD_RUN_REPLAY_TIMEOUT"),
 			},
 			Action: runReplayAction,
 		},
@@ -338,7 +338,7 @@ func runWaitAction(cCtx *cli.Context) error {
 		return err
 	}
 	defer c.Close()
-	return waitAndReport(cCtx, c, id, cCtx.Duration("timeout"), false)
+	return waitAndReport(cCtx, c, id, cCtx.Duration("wait-timeout"), false)
 }
 
 // outcomeErr is the exit code of a done run.
@@ -526,7 +526,7 @@ func runReplayAction(cCtx *cli.Context) error {
 	if !wait {
 		return nil
 	}
-	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("timeout"), true)
+	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), true)
 }
 
 func runStatsAction(cCtx *cli.Context) error {

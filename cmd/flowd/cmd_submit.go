@@ -23,14 +23,14 @@ var submitCommand = &cli.Command{
 		"A run id is always sent (a new UUIDv7 unless --id is given), so retrying the\n" +
 		"same submission never creates a second run.\n\n" +
 		"With --wait, shows \"tasks done/total\" and exits 0 if the run succeeded,\n" +
-		"3 if it failed, was cancelled or reverted, 4 if --timeout passed first.",
+		"3 if it failed, was cancelled or reverted, 4 if --wait-timeout passed first.",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "id", Usage: "the run's `UUID` (default: a new UUIDv7)"},
 		&cli.StringFlag{Name: "input", Usage: "the run's input: `JSON` inline, or @file (@- for stdin)"},
 		&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `k=v` (repeatable)"},
 		&cli.StringFlag{Name: "if-full", Value: "queue", Usage: "when the concurrent-run cap is reached: queue or reject"},
 		&cli.BoolFlag{Name: "wait", Aliases: []string{"w"}, Usage: "wait until the run is done"},
-		&cli.DurationFlag{Name: "timeout", Usage: "with --wait: give up waiting after `DUR` (exit 4)", DefaultText: "no limit"},
+		waitTimeoutFlag("FLOWD_SUBMIT_WAIT_TIMEOUT", "FLOWD_SUBMIT_TIMEOUT"),
 		&cli.StringFlag{Name: "start-at", Usage: "start the run at `TIME` (RFC 3339, e.g. 2026-12-01T08:00:00Z); pending until then"},
 		&cli.DurationFlag{Name: "delay", Usage: "start the run `DUR` from now (e.g. 1h); pending until then"},
 		&cli.StringFlag{Name: "definition", Aliases: []string{"d"}, Usage: "run the stored definition `NAME[@VERSION]` (default: its latest version) instead of a FILE"},
@@ -124,7 +124,7 @@ func submitAction(cCtx *cli.Context) error {
 	if !wait {
 		return nil
 	}
-	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("timeout"), true)
+	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), true)
 }
 
 // submitView is the --output json form of a submission.
@@ -147,4 +147,13 @@ func waitAndReport(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Dur
 		return err
 	}
 	return runOutcome(cCtx, r, done, timeout)
+}
+
+// waitTimeoutFlag is how long submit --wait, run wait and run replay --wait
+// wait for the run. Its documented name is --wait-timeout; --timeout stays
+// an alias (and the old environment variable keeps working) because scripts
+// use it, but on these commands it is not the global per-call --timeout.
+func waitTimeoutFlag(env ...string) cli.Flag {
+	return &cli.DurationFlag{Name: "wait-timeout", Aliases: []string{"timeout"}, EnvVars: env, DefaultText: "no limit",
+		Usage: "give up waiting for the run after `DUR` (exit 4); --timeout here is an alias of this, not the per-call deadline"}
 }

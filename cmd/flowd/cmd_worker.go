@@ -38,7 +38,7 @@ var workerCommand = &cli.Command{
 
 Standard output (JSON; empty means null) is the task's result. A non-zero exit
 fails the attempt with the tail of standard error as the error; exit code 100
-fails it permanently (no retry). A lost lease or --timeout kills the command.
+fails it permanently (no retry). A lost lease or --task-timeout kills the command.
 The environment carries FLOWD_TASK_ID, FLOWD_RUN_ID, FLOWD_TASK_KEY,
 FLOWD_ATTEMPT and FLOWD_IDEMPOTENCY_KEY.
 
@@ -49,7 +49,7 @@ exits at once.`,
 			&cli.StringSliceFlag{Name: "type", Usage: "task type to handle (repeatable)", Required: true, EnvVars: []string{"FLOWD_WORKER_TYPES"}},
 			&cli.StringSliceFlag{Name: "queue", Usage: "queue to claim from (repeatable; default every queue)", EnvVars: []string{"FLOWD_WORKER_QUEUES"}},
 			&cli.IntFlag{Name: "concurrency", Usage: "task slots", Value: 4, EnvVars: []string{"FLOWD_WORKER_CONCURRENCY"}},
-			&cli.DurationFlag{Name: "timeout", Usage: "kill a command running longer than this (0 = no limit)", EnvVars: []string{"FLOWD_WORKER_TIMEOUT"}},
+			&cli.DurationFlag{Name: "task-timeout", Aliases: []string{"timeout"}, Usage: "kill a command running longer than `DUR` (0 = no limit); --timeout here is an alias of this, not the per-call deadline", EnvVars: []string{"FLOWD_WORKER_TASK_TIMEOUT", "FLOWD_WORKER_TIMEOUT"}},
 			&cli.StringFlag{Name: "id", Usage: "worker id (default hostname-pid)", EnvVars: []string{"FLOWD_WORKER_ID"}},
 			&cli.DurationFlag{Name: "drain-timeout", Usage: "how long a graceful stop waits for in-flight tasks", Value: 30 * time.Second, EnvVars: []string{"FLOWD_WORKER_DRAIN_TIMEOUT"}},
 		},
@@ -66,7 +66,7 @@ func runExecWorker(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	h := execHandler(c.String("exec"), c.Duration("timeout"))
+	h := execHandler(c.String("exec"), c.Duration("task-timeout"))
 	for _, t := range c.StringSlice("type") {
 		w.Register(t, h)
 	}

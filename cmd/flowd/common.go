@@ -48,7 +48,7 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{Name: "addr", EnvVars: []string{"FLOWD_ADDR"}, Value: defaultAddr(),
 			Usage: "comma-separated agent endpoints (unix:///path, /path or tcp://host:port); calls fail over between them"},
 		&cli.DurationFlag{Name: "timeout", EnvVars: []string{"FLOWD_TIMEOUT"}, Value: DefaultCallTimeout,
-			Usage: "deadline of each call to the cluster"},
+			Usage: "deadline of each call to the cluster (how long to wait for a run is --wait-timeout of submit, run wait and run replay)"},
 		&cli.StringFlag{Name: "route", EnvVars: []string{"FLOWD_ROUTE"}, Value: rpc.RouteLeader,
 			Usage: "where writes go: leader (straight to the leader's endpoint when it is in --addr) or any (the connected agent, which forwards them)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: []string{"FLOWD_OUTPUT"}, Value: "table",
@@ -79,7 +79,8 @@ func checkGlobalFlags(cCtx *cli.Context) error {
 func route(cCtx *cli.Context) string { return rootCtx(cCtx).String("route") }
 
 // rootCtx is the app's own context, where the global flags live (a command
-// may define a flag of the same name, e.g. `run wait --timeout`).
+// may define a flag of the same name, e.g. `run wait --timeout`, the alias
+// of its --wait-timeout).
 func rootCtx(cCtx *cli.Context) *cli.Context {
 	l := cCtx.Lineage()
 	for i := len(l) - 1; i >= 0; i-- {

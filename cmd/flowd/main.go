@@ -15,13 +15,18 @@
 //     know which flags take a value. Global flags (--addr, --timeout,
 //     --output, --no-color) given after a command move to the front unless
 //     the command defines a flag of that name (submit/run wait --timeout is
-//     the wait's limit). "--" ends the flags.
+//     kept as an alias of their --wait-timeout, worker run --timeout of its
+//     --task-timeout; the help of those commands says so). "--" ends the
+//     flags.
+//   - "-n1" means "-n 1": the standard flag package that urfave/cli v2
+//     parses with reads it as a flag named n1, so reorderArgs splits an
+//     attached value off a one-letter flag that takes one (splitAttached).
 //   - Short ids are the last 12 hex digits of a run's UUIDv7, its random
 //     tail (the leading digits are a timestamp). Any unique part of an id
 //     is accepted: the agents resolve it.
 //   - Exit codes: 0 ok, 1 error, 2 usage error (and invalid agent
 //     configuration), 3 a waited-for run ended failed, cancelled or
-//     reverted, 4 the run was not done within --timeout.
+//     reverted, 4 the run was not done within --wait-timeout.
 //   - Errors print "error: ..." and a "hint: ..." saying what to do next.
 package main
 

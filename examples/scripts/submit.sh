@@ -5,7 +5,17 @@
 #   examples/scripts/submit.sh /tmp/flowd-dev/n1.sock examples/workflows/hello.json
 #
 # Exit status: 0 succeeded, 3 failed/cancelled/reverted, 4 timed out, 1 error.
+# Needs socat and jq (Debian/Ubuntu: apt-get install socat jq; macOS: brew
+# install socat jq). submit.py next to it needs only Python 3.
 set -euo pipefail
+missing=()
+for tool in socat jq; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+  echo "submit.sh needs ${missing[*]}: install ${missing[*]} (Debian/Ubuntu: sudo apt-get install ${missing[*]}; macOS: brew install ${missing[*]}), or use examples/scripts/submit.py (Python 3 only)" >&2
+  exit 1
+fi
 sock=${1:?usage: submit.sh SOCKET WORKFLOW.json [TIMEOUT_MS]}
 wf=${2:?usage: submit.sh SOCKET WORKFLOW.json [TIMEOUT_MS]}
 timeout_ms=${3:-30000}
