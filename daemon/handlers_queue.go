@@ -34,6 +34,7 @@ func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error
 		for _, b := range q.Breakers {
 			rq.Breakers = append(rq.Breakers, toBreaker(b))
 		}
+		addRateLimits(&rq, q.QueueState, now)
 		out.Queues = append(out.Queues, rq)
 	}
 	for _, b := range bs {
@@ -75,6 +76,9 @@ func (a *Agent) queuePause(pause bool) func(context.Context, rpc.QueuePauseParam
 func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.ChangedResult, error) {
 	if p.Name == "" {
 		return rpc.ChangedResult{}, invalid("name (the queue) is required")
+	}
+	if p.Rate != nil || p.Type != "" || p.Burst != 0 {
+		return a.queueSetRate(ctx, p)
 	}
 	return a.changeOnLeader(ctx, rpc.MethodQueueSet, p, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency})
 }

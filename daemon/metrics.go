@@ -43,7 +43,7 @@ func newMetrics(a *Agent) *metrics {
 	m.failed = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_tasks_failed_total", Help: "Failures accepted through this agent."})
 	// Go and process metrics come from the default registry, gathered
 	// together with this one (registering them twice fails the scrape).
-	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a})
+	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	raftSinkOnce.Do(func() {
 		if sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.DefaultRegisterer, Expiration: time.Minute}); err == nil {
 			cfg := gometrics.DefaultConfig("flowd")

@@ -512,6 +512,14 @@ type Queue struct {
 	OldestReadyMS int64          `json:"oldest_ready_ms"`
 	Types         map[string]int `json:"types,omitempty"`
 	Breakers      []Breaker      `json:"breakers"`
+	// RateLimit is the queue's token bucket and TypeLimits those of task
+	// types in it (absent: none); Leased counts the leases the queue
+	// granted (its rate over time is the current rate), Throttled the claims
+	// that found its ready work held back by a limit.
+	RateLimit  *RateLimit           `json:"rate_limit,omitempty"`
+	TypeLimits map[string]RateLimit `json:"type_limits,omitempty"`
+	Leased     uint64               `json:"leased"`
+	Throttled  uint64               `json:"throttled"`
 }
 
 // QueueListResult of queue.list.
@@ -535,6 +543,13 @@ type QueueDeleteParams struct {
 type QueueSetParams struct {
 	Name        string `json:"name"`
 	Concurrency int    `json:"concurrency"`
+	// Rate (tasks per second; 0 removes the limit) and Burst (0 = 1) set
+	// the queue's rate limit, or with Type the limit of that task type's
+	// tasks in the queue. A call with rate changes the concurrency cap only
+	// when concurrency is non-zero.
+	Rate  *float64 `json:"rate,omitempty"`
+	Burst int      `json:"burst,omitempty"`
+	Type  string   `json:"type,omitempty"`
 }
 
 // Settings of settings.get / settings.set (set: only given fields change).

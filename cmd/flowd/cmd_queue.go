@@ -22,10 +22,13 @@ var queueCommand = &cli.Command{
 		queuePauseCommand("resume", false),
 		{
 			Name:      "set",
-			Usage:     "set a queue's concurrency cap (0 = unlimited)",
+			Usage:     "set a queue's concurrency cap (0 = unlimited) or rate limit (tasks per second)",
 			ArgsUsage: "NAME",
 			Flags: []cli.Flag{
-				&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Usage: "at most `N` running tasks (0 = unlimited); required"},
+				&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Usage: "at most `N` running tasks (0 = unlimited)"},
+				&cli.Float64Flag{Name: "rate", Usage: "lease at most `R` tasks per second (0 removes the limit)"},
+				&cli.IntFlag{Name: "burst", Usage: "with --rate: at most `B` leases at once after a quiet spell (default 1: never more than R in any second)"},
+				&cli.StringFlag{Name: "type", Usage: "with --rate: limit only this task `TYPE`'s tasks in the queue"},
 			},
 			Action: queueSetAction,
 		},
@@ -73,7 +76,7 @@ func queueListAction(cCtx *cli.Context) error {
 		return nil
 	}
 	tw := newTable(w)
-	row(tw, "QUEUE", "READY", "RUNNING", "CONCURRENCY", "PAUSED", "OLDEST READY", "BREAKERS")
+	row(tw, "QUEUE", "READY", "RUNNING", "CONCURRENCY", "RATE LIMIT", "PAUSED", "OLDEST READY", "BREAKERS")
 	for _, q := range res.Queues {
 		conc := "unlimited"
 		if q.Concurrency > 0 {
@@ -98,7 +101,7 @@ func queueListAction(cCtx *cli.Context) error {
 		for _, b := range q.Breakers {
 			bs = append(bs, fmt.Sprintf("%s:%s(%d)", b.Type, b.State, b.Failures))
 		}
-		row(tw, q.Name, q.Ready, q.Running, conc, paused, oldest, dash(strings.Join(bs, " ")))
+		row(tw, q.Name, q.Ready, q.Running, conc, rateLimitText(q), paused, oldest, dash(strings.Join(bs, " ")))
 	}
 	return tw.Flush()
 }
@@ -156,8 +159,11 @@ func queueSetAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
 		return err
 	}
+	if cCtx.IsSet("rate") || cCtx.IsSet("burst") || cCtx.IsSet("type") {
+		return queueSetRateAction(cCtx)
+	}
 	if !cCtx.IsSet("concurrency") {
-		return usageErr(cCtx, "--concurrency N is required (0 = unlimited)")
+		return usageErr(cCtx, "--concurrency N (0 = unlimited) or --rate R (tasks per second) is required")
 	}
 	n := cCtx.Int("concurrency")
 	if n < 0 {
