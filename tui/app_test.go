@@ -209,7 +209,7 @@ func TestQueuesScreen(t *testing.T) {
 		{Index: 2002, Kind: "task", Queue: "default", To: "failed", At: fixedNow().Add(-1 * time.Second)},
 	}})
 	keys(tm, "4")
-	waitFor(t, tm, "reports", "✗ open flaky", "2.5 tasks/s")
+	waitFor(t, tm, "reports", "✗ open flaky", "2.5 tasks/s", "limit 20/s burst 1 (0 tokens)", "7 throttled claims")
 	requireGolden(t, tm)
 }
 

@@ -102,6 +102,7 @@ func newFake() *fakeClient {
 
 	f.queues = rpc.QueueListResult{Queues: []rpc.Queue{
 		{Name: "default", Ready: 4, Running: 2, Concurrency: 8, OldestReadyMS: 12500, Types: map[string]int{"echo": 3, "flaky": 1},
+			RateLimit: &rpc.RateLimit{Rate: 20, Burst: 1}, Leased: 400, Throttled: 7,
 			Breakers: []rpc.Breaker{{Type: "echo", State: "closed"}, {Type: "flaky", State: "open", Failures: 5, OpenedAt: t0.Add(8 * time.Minute)}}},
 		{Name: "emails", Ready: 0, Running: 0, Paused: true, Breakers: []rpc.Breaker{}},
 		{Name: "reports", Ready: 12, Running: 1, Concurrency: 1, OldestReadyMS: 95000, Types: map[string]int{"sleep": 12},

@@ -47,6 +47,8 @@ type queuesModel struct {
 	// runPauses are per-run pauses seen in the event stream since the TUI
 	// started (queue.list's paused_runs, when the agent fills it, adds to it).
 	runPauses map[string]map[string]bool
+	// leases samples each queue's lease counter (queues_rate.go).
+	leases map[string]leaseSample
 }
 
 func newQueues(c Common) *queuesModel {
@@ -125,6 +127,7 @@ func (m *queuesModel) Update(msg tea.Msg) (*queuesModel, tea.Cmd) {
 			sel = m.queues[m.nav.cursor].Name
 		}
 		m.queues, m.breakers, m.stats, m.loaded = msg.res.Queues, msg.res.Breakers, msg.stats, true
+		m.sampleLeases()
 		m.nav.set(len(m.queues), m.listHeight())
 		if i := slices.IndexFunc(m.queues, func(q rpc.Queue) bool { return q.Name == sel }); i >= 0 {
 			m.nav.to(i)
@@ -247,7 +250,7 @@ func (m *queuesModel) View() string {
 	}
 	b.WriteByte('\n')
 	cols := []column{{Title: "QUEUE", Min: 8, Flex: 1}, {Title: "READY", Width: 6, Right: true},
-		{Title: "RUNNING", Width: 7, Right: true}, {Title: "CAP", Width: 4, Right: true}, {Title: "PAUSED", Width: 12},
+		{Title: "RUNNING", Width: 7, Right: true}, {Title: "CAP", Width: 4, Right: true}, {Title: "LIMIT", Width: 7, Right: true}, {Title: "PAUSED", Width: 12},
 		{Title: "BREAKER", Width: 20}, {Title: "OLDEST", Width: 8, Right: true},
 		{Title: "DONE/5s (2 MIN)", Width: tputBuckets}, {Title: "RATE", Width: 7, Right: true}}
 	t := newTable(st, cols, m.Width)
@@ -274,7 +277,7 @@ func (m *queuesModel) View() string {
 			oldest = human(time.Duration(q.OldestReadyMS) * time.Millisecond)
 		}
 		series, rate := m.series(q.Name)
-		return []string{q.Name, itoa(q.Ready), itoa(q.Running), capacity, paused, br, oldest,
+		return []string{q.Name, itoa(q.Ready), itoa(q.Running), capacity, limitCell(q), paused, br, oldest,
 			st.Paint("running", st.Sparkline(series)), fmt.Sprintf("%.1f/s", rate)}
 	}))
 	b.WriteByte('\n')
@@ -301,7 +304,7 @@ func (m *queuesModel) detail() string {
 		}
 		brs = append(brs, st.Paint(strings.ReplaceAll(br.State, "_", "-"), s+")"))
 	}
-	line1 := st.Title.Render("queue "+q.Name) + " · ready by type: " + dash(strings.Join(types, " "))
+	line1 := st.Title.Render("queue "+q.Name) + " · ready by type: " + dash(strings.Join(types, " ")) + m.limitDetail(q)
 	line2 := "breakers: " + dash(strings.Join(brs, " · "))
 	if runs := m.pausedRuns(&q); len(runs) > 0 {
 		for i, r := range runs {
