@@ -148,7 +148,7 @@ func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.A
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
-		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken}, grouped)
+		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken, Log: logChunk(p.LogParams)}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -183,7 +183,7 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
-		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn, Claim: next}, grouped)
+		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn, Claim: next, Log: logChunk(p.LogParams)}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
 		}
@@ -212,7 +212,7 @@ func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, 
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
-		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable}, grouped)
+		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable, Log: logChunk(p.LogParams)}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
 		}

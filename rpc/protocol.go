@@ -345,6 +345,7 @@ type ClaimResult struct {
 type HeartbeatParams struct {
 	TaskID       string `json:"task_id"`
 	FencingToken uint64 `json:"fencing_token"`
+	LogParams
 }
 
 // AckResult of heartbeat, complete and fail; false is a lost race.
@@ -394,6 +395,7 @@ type CompleteParams struct {
 	// answered in AckResult.Tasks. Not idempotent: after an unknown outcome
 	// retry the completion without it.
 	Claim *ClaimParams `json:"claim,omitempty"`
+	LogParams
 }
 
 // FailParams of task.fail.
@@ -402,6 +404,7 @@ type FailParams struct {
 	FencingToken uint64 `json:"fencing_token"`
 	Error        string `json:"error"`
 	Retryable    *bool  `json:"retryable,omitempty"`
+	LogParams
 }
 
 // Peer is a member of the raft configuration.

@@ -66,6 +66,7 @@ type Task struct {
 
 	mu    sync.Mutex
 	spawn []json.RawMessage
+	log   taskLog
 }
 
 // IdempotencyKey identifies this attempt (run, task, attempt, and "revert"
@@ -154,8 +155,11 @@ type Options struct {
 	// heartbeats and reports go straight to the leader's endpoint when it is
 	// among the endpoints; rpc.RouteAny sends them to whichever agent the
 	// worker is connected to, which forwards them.
-	Route  string
-	Logger *slog.Logger
+	Route string
+	// LogFlush is how soon a heartbeat carries a task's logged lines to
+	// the cluster (default 1s; lines also ride on the completion).
+	LogFlush time.Duration
+	Logger   *slog.Logger
 }
 
 // claimGrace is how long a claim may outlive the worker's stop or its own
@@ -222,6 +226,9 @@ func New(endpoints []string, opts Options) (*Worker, error) {
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.LogFlush <= 0 {
+		opts.LogFlush = DefaultLogFlush
 	}
 	// Both clients are leader-aware: each keeps its own connection to the
 	// leader's endpoint, so a claim waits on a connection of its own there.
@@ -436,6 +443,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	t := &Task{ID: c.TaskID, RunID: c.RunID, Key: c.TaskKey, Type: c.Type, Queue: c.Queue, Input: c.Input,
 		RunInput: c.RunInput, DepResults: c.DepResults, Attempt: c.Attempt, FencingToken: c.FencingToken,
 		LeaseExpires: c.LeaseExpiresAt, Compensation: c.Compensation, Result: c.Result}
+	t.log.wake = make(chan struct{}, 1)
 	log := w.log.With("task", t.ID, "type", t.Type, "attempt", t.Attempt)
 	h := w.handler(t.Type)
 	if h == nil {
@@ -467,6 +475,8 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	result, err := call(ctx, h, t)
 	cancel(nil)
 	<-hbDone
+	t.log.flushWriters()
+	logs, _ := t.log.take() // the rest of the log rides on the outcome
 	select {
 	case <-timedOut:
 		log.Warn("task ran past its timeout_ms; result discarded (the cluster fails the attempt)")
@@ -484,7 +494,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 		retryable := !errors.As(err, new(*PermanentError))
 		log.Info("task failed", "err", err, "retryable", retryable)
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: err.Error(), Retryable: &retryable})
+			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: err.Error(), Retryable: &retryable, LogParams: logs})
 		})
 		return nil
 	}
@@ -492,14 +502,14 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	if merr != nil {
 		no := false
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: "result is not JSON: " + merr.Error(), Retryable: &no})
+			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: "result is not JSON: " + merr.Error(), Retryable: &no, LogParams: logs})
 		})
 		return nil
 	}
 	t.mu.Lock()
 	spawn := slices.Clone(t.spawn)
 	t.mu.Unlock()
-	done := rpc.CompleteParams{TaskID: t.ID, FencingToken: t.FencingToken, Result: raw, Spawn: spawn}
+	done := rpc.CompleteParams{TaskID: t.ID, FencingToken: t.FencingToken, Result: raw, Spawn: spawn, LogParams: logs}
 	if next := w.nextClaim(); next != nil {
 		withNext := done
 		withNext.Claim = next
@@ -582,23 +592,24 @@ func (w *Worker) heartbeat(ctx context.Context, t *Task, leaseMS int64, onLost f
 	}
 	tick := time.NewTimer(max(first, 0))
 	defer tick.Stop()
+	// Logged lines go out with a heartbeat at most LogFlush after the
+	// first of them waits (each such heartbeat also extends the lease).
+	var flush <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-t.log.wake:
+			if flush == nil {
+				flush = time.After(w.opts.LogFlush)
+			}
+			continue
+		case <-flush:
+			flush = nil
 		case <-tick.C:
 			tick.Reset(every)
 		}
-		hctx, cancel := context.WithTimeout(ctx, every)
-		ack, err := w.c.Heartbeat(hctx, t.ID, t.FencingToken)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Warn("heartbeat failed; will retry", "task", t.ID, "err", err)
-			}
-			continue
-		}
-		if !ack.Accepted {
+		if w.sendHeartbeat(ctx, t, every) {
 			onLost()
 			return
 		}

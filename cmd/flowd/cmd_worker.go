@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowd/flowd/rpc"
 	"github.com/flowd/flowd/worker"
 )
 
@@ -41,6 +43,9 @@ fails the attempt with the tail of standard error as the error; exit code 100
 fails it permanently (no retry). A lost lease or --task-timeout kills the command.
 The environment carries FLOWD_TASK_ID, FLOWD_RUN_ID, FLOWD_TASK_KEY,
 FLOWD_ATTEMPT and FLOWD_IDEMPOTENCY_KEY.
+
+Every line of standard output and standard error is also the attempt's log
+(` + "`flowd task logs RUN KEY`" + `), up to 64 KiB per attempt.
 
 SIGTERM/SIGINT drains (finish in-flight tasks, then exit 0); a second signal
 exits at once.`,
@@ -102,7 +107,10 @@ func execHandler(command string, timeout time.Duration) worker.Handler {
 		cmd := exec.Command("/bin/sh", "-c", command)
 		cmd.Stdin = bytes.NewReader(in)
 		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &tailWriter{max: 4096, buf: &stderr}
+		// Both streams are also the attempt's log, line by line (`flowd task
+		// logs`), on success too.
+		cmd.Stdout = io.MultiWriter(&stdout, t.LogWriter(rpc.StreamStdout))
+		cmd.Stderr = io.MultiWriter(&tailWriter{max: 4096, buf: &stderr}, t.LogWriter(rpc.StreamStderr))
 		cmd.Env = append(os.Environ(), "FLOWD_TASK_ID="+t.ID, "FLOWD_RUN_ID="+t.RunID, "FLOWD_TASK_KEY="+t.Key,
 			fmt.Sprintf("FLOWD_ATTEMPT=%d", t.Attempt), "FLOWD_IDEMPOTENCY_KEY="+t.IdempotencyKey())
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
