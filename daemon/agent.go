@@ -38,6 +38,7 @@ type Agent struct {
 	rate    *rateMeter
 	metrics *metrics
 	tls     *pki.Store // nil: plaintext between nodes (tls.go)
+	tokens  tokenConns // TCP client connections by ACL token (acl.go)
 
 	mu          sync.Mutex
 	listeners   []net.Listener
@@ -140,6 +141,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	fwdMethods = a.refuseUnhealthy(fwdMethods)
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
+	if clientL != nil {
+		clientL = a.clientListener(clientL) // TLS and tokens (acl.go)
+		go a.watchTokens(a.stopCtx())
+	}
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
 	ok = true
 	return a, nil

@@ -99,6 +99,9 @@ func (a *Agent) audit(ctx context.Context, level slog.Level, method string, raw 
 			slog.String("listener", "unix:"+a.cfg.Socket))
 	default:
 		attrs = append(attrs, slog.String("remote", c.Addr), slog.String("listener", "tcp:"+a.cfg.ClientAddr))
+		if c.Token != "" {
+			attrs = append(attrs, slog.String("token", c.Token), slog.String("token_name", c.TokenName))
+		}
 	}
 	if ok {
 		attrs = append(attrs, slog.String("roles", c.Roles.String()))

@@ -51,8 +51,8 @@ type Config struct {
 	AllowWorkerGIDs string `json:"allow_worker_gids,omitempty"`
 	AllowReadUIDs   string `json:"allow_read_uids,omitempty"`
 	AllowReadGIDs   string `json:"allow_read_gids,omitempty"`
-	// ClientRole is the roles of every TCP client listener connection
-	// (default admin: it has no authentication yet).
+	// ClientRole is the roles of a TCP client listener connection that
+	// does not authenticate with a token (acl.go; default none).
 	ClientRole string `json:"client_role,omitempty"`
 	// Limits of the client listeners (rpc.Options; 0: the default,
 	// negative: none).
@@ -260,7 +260,7 @@ func (c *Config) Normalize() error {
 		problems = append(problems, err.Error())
 	}
 	if c.ClientRole == "" {
-		c.ClientRole = "admin"
+		c.ClientRole = "none"
 	}
 	if _, err := parseRoles(c.ClientRole); err != nil {
 		problems = append(problems, "--client-role: "+err.Error())

@@ -238,6 +238,9 @@ type forwardOrigin struct {
 	PID   int      `json:"pid"`
 	Addr  string   `json:"addr,omitempty"`
 	Roles rpc.Role `json:"roles"`
+	// Token is the ACL token id a TCP client authenticated with.
+	Token     string `json:"token,omitempty"`
+	TokenName string `json:"token_name,omitempty"`
 }
 
 func originOf(ctx context.Context) *forwardOrigin {
@@ -245,7 +248,7 @@ func originOf(ctx context.Context) *forwardOrigin {
 	if !ok {
 		return nil // an agent's own call (no client)
 	}
-	return &forwardOrigin{UID: c.UID, GID: c.GID, PID: c.PID, Addr: c.Addr, Roles: c.Roles}
+	return &forwardOrigin{UID: c.UID, GID: c.GID, PID: c.PID, Addr: c.Addr, Roles: c.Roles, Token: c.Token, TokenName: c.TokenName}
 }
 
 // forward sends one forwarded call to the leader at addr. It gives up at
@@ -395,7 +398,7 @@ func serveForwarded(methods map[string]rpc.Handler) rpc.Handler {
 			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "the forwarding port does not serve %q", env.Method)
 		}
 		if o := env.For; o != nil {
-			c := rpc.Caller{UID: o.UID, GID: o.GID, PID: o.PID, Addr: o.Addr, Roles: o.Roles}
+			c := rpc.Caller{UID: o.UID, GID: o.GID, PID: o.PID, Addr: o.Addr, Roles: o.Roles, Token: o.Token, TokenName: o.TokenName}
 			if c.Roles&rpc.MethodRoles(env.Method) == 0 {
 				return nil, rpc.Denied(c, env.Method) // the follower checked too
 			}

@@ -15,6 +15,7 @@ func (a *Agent) methods() map[string]rpc.Handler {
 	m := a.methodTable()
 	a.addScheduleMethods(m)
 	a.addDefinitionMethods(m)
+	a.addACLMethods(m)
 	a.addLogMethods(m)
 	for name, h := range m {
 		if !unfenced[name] {

@@ -91,11 +91,11 @@ func newAccessPolicy(c *Config) (*accessPolicy, error) {
 	return p, errors.Join(errs...)
 }
 
-// parseRoles parses "admin" or "worker,read".
+// parseRoles parses "admin", "worker,read" or "none".
 func parseRoles(s string) (rpc.Role, error) {
 	var r rpc.Role
 	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
+		if f = strings.TrimSpace(f); f == "" || strings.EqualFold(f, "none") {
 			continue
 		}
 		x, err := rpc.ParseRole(f)
@@ -211,14 +211,6 @@ func (a *Agent) socketAdmit(p *accessPolicy, log *slog.Logger) rpc.AdmitFunc {
 	}
 }
 
-// tcpAdmit gives TCP client connections the configured role (no
-// authentication yet: ACL tokens are future work, docs/operations.md).
-func tcpAdmit(roles rpc.Role) rpc.AdmitFunc {
-	return func(nc net.Conn) (rpc.Caller, func(), error) {
-		return rpc.Caller{UID: -1, GID: -1, PID: -1, Addr: nc.RemoteAddr().String(), Roles: roles}, nil, nil
-	}
-}
-
 // forwardAdmit names the member on the forwarding port (from its
 // certificate; the handshake listener already checked it is a member).
 func forwardAdmit(nc net.Conn) (rpc.Caller, func(), error) {
@@ -247,7 +239,7 @@ func (a *Agent) clientOptions() (rpc.Options, error) {
 		return rpc.Options{}, err
 	}
 	log := a.log.With("component", "rpc")
-	sock, tcp := a.socketAdmit(policy, log), tcpAdmit(tcpRoles)
+	sock, tcp := a.socketAdmit(policy, log), a.tcpAdmit(tcpRoles, log) // tcp: acl.go
 	return rpc.Options{
 		MaxLine: cfg.MaxLine, Logger: log,
 		Admit: func(nc net.Conn) (rpc.Caller, func(), error) {

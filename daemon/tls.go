@@ -55,6 +55,11 @@ func (c *Config) CheckTransportSecurity() error {
 			"--tls-ca D/ca.pem --tls-cert D/%s.pem --tls-key D/%s-key.pem, or pass --insecure-plaintext to accept the risk",
 			strings.Join(exposed, ", ")+map[bool]string{true: " is", false: " are"}[len(exposed) == 1], c.NodeID, c.NodeID, c.NodeID))
 	}
+	if c.ClientAddr != "" && !c.TLSEnabled() && !c.InsecurePlaintext {
+		// Tokens would cross the network in the clear (acl.go).
+		problems = append(problems, fmt.Sprintf("--client-addr %s needs TLS: its callers send bearer tokens. Pass --tls-ca, --tls-cert and --tls-key "+
+			"(the listener serves the node's certificate), or --insecure-plaintext to accept the risk", c.ClientAddr))
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid agent configuration:\n  - %s", strings.Join(problems, "\n  - "))
 	}

@@ -103,6 +103,9 @@ type Caller struct {
 	Member string
 	// Addr is the remote address ("@" for an unnamed Unix socket peer).
 	Addr string
+	// Token is the id of the ACL token a TCP caller authenticated with
+	// (agent.auth), TokenName its name; "" for none.
+	Token, TokenName string
 	// Roles are what the connection may call.
 	Roles Role
 }
@@ -115,6 +118,8 @@ func (p Caller) String() string {
 		return "member " + p.Member + " (" + p.Addr + ")"
 	case p.UID >= 0:
 		return "uid " + strconv.Itoa(p.UID) + " gid " + strconv.Itoa(p.GID) + " pid " + strconv.Itoa(p.PID)
+	case p.Token != "":
+		return "token " + p.Token + " (" + p.Addr + ")"
 	}
 	return p.Addr
 }
@@ -126,6 +131,9 @@ func (p Caller) LogAttrs() []any {
 	}
 	if p.UID >= 0 {
 		return []any{"uid", p.UID, "gid", p.GID, "pid", p.PID}
+	}
+	if p.Token != "" {
+		return []any{"remote", p.Addr, "token", p.Token, "token_name", p.TokenName}
 	}
 	return []any{"remote", p.Addr}
 }
@@ -157,10 +165,13 @@ func OriginOf(ctx context.Context) (Caller, bool) {
 // Denied is the -32007 answer for method to caller c (who lacks need).
 func Denied(c Caller, method string) *Error {
 	need := MethodRoles(method)
+	hint := "an operator can allow it with the agent's --allow-* flags (docs/operations.md, \"Security\")"
+	if c.UID < 0 && c.Member == "" {
+		hint = "authenticate with a token of that role (--token or FLOWD_TOKEN; an admin makes one with `flowd acl token create --role ROLE`)"
+	}
 	return &Error{Code: CodePermissionDenied,
-		Message: fmt.Sprintf("permission denied: %s needs the %s role and this caller (%s) has %s; "+
-			"an operator can allow it with the agent's --allow-* flags (docs/operations.md, \"Security\")",
-			method, roleList(need), c.String(), c.Roles),
+		Message: fmt.Sprintf("permission denied: %s needs the %s role and this caller (%s) has %s; %s",
+			method, roleList(need), c.String(), c.Roles, hint),
 		Data: mustJSON(map[string]any{"method": method, "role": c.Roles.String(), "needs": roleList(need)}),
 	}
 }

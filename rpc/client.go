@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +48,12 @@ type ClientOptions struct {
 	// Conn configures each connection; its OnNotify is ignored (use
 	// Client.OnNotify).
 	Conn ConnOptions
+	// Token is an ACL token's secret (acl.go): sent as agent.auth first on
+	// every TCP connection. Unix socket callers need none.
+	Token string
+	// TLS, if set, is used for tcp:// endpoints (tls:// endpoints always
+	// use TLS, with this config or the system roots); see ClientTLSConfig.
+	TLS *tls.Config
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -105,7 +112,7 @@ func NewClient(endpoints []string, opts ClientOptions) (*Client, error) {
 		return nil, errors.New("rpc: no endpoints")
 	}
 	for _, ep := range endpoints {
-		if _, _, err := ParseEndpoint(ep); err != nil {
+		if _, _, err := parseClientEndpoint(ep); err != nil {
 			return nil, err
 		}
 	}
@@ -337,7 +344,7 @@ func (c *Client) get(ctx context.Context) (*Conn, error) {
 	}
 	c.mu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
-	conn, err := Dial(dctx, ep, c.opts.Conn)
+	conn, err := dialEndpoint(dctx, ep, &c.opts)
 	cancel()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -288,7 +288,7 @@ func (c *Client) findLeader(ctx context.Context) *leaderLink {
 		}
 		tried[ep] = true
 		dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
-		conn, err := Dial(dctx, ep, c.opts.Conn)
+		conn, err := dialEndpoint(dctx, ep, &c.opts)
 		cancel()
 		if err != nil {
 			c.log.Debug("rpc: cannot reach an endpoint while looking for the leader", "endpoint", ep, "err", err)
