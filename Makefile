@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test test-unit test-race test-e2e vet bench bench-queues bench-profile deps clean image chaos
+.PHONY: all build run test vet staticcheck bench bench-queues bench-profile deps clean image chaos
 
 all: build
 
@@ -27,19 +27,34 @@ run: build
 # (examples/scripts/submit.sh), tmux (the TUI end-to-end test).
 TOOLS := socat jq tmux
 
+# staticcheck comes from the Go module proxy (go run ...@version, cached in
+# the module cache after the first run); no other download.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# deps installs only as root (apt-get, never sudo inside make); otherwise it
+# names what is missing and how to install it (the e2e tests that drive
+# socat and jq fail without them, the tmux one skips).
 deps:
 	@missing=""; for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing (used by the tests)"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get install -y -q $$missing >/dev/null 2>&1 || \
-	    { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q $$missing >/dev/null; }; \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing$$missing (used by the tests)"; \
+	    apt-get install -y -q $$missing >/dev/null 2>&1 || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
+	  else \
+	    echo "missing$$missing (used by the tests): run sudo apt-get install$$missing, then make test again"; \
+	  fi; \
 	fi
+	$(GO) mod download
 
 vet:
 	$(GO) vet ./...
 
-test: deps vet build
+staticcheck:
+	$(STATICCHECK) ./...
+
+test: deps vet staticcheck build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
 

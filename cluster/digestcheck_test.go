@@ -125,7 +125,7 @@ func TestStateStoreFailureStopsTheNode(t *testing.T) {
 	})
 	f := c.Followers()[0]
 	stores[f.ID()].armed.Store(true)
-	_, idx := c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 2})
+	c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 2})
 	select {
 	case <-f.Failed():
 	case <-time.After(10 * time.Second):
@@ -135,7 +135,7 @@ func TestStateStoreFailureStopsTheNode(t *testing.T) {
 		t.Fatalf("failure %v, health %q", f.Failure(), f.Health())
 	}
 	stores[f.ID()].armed.Store(false)
-	_, idx = c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 3})
+	_, idx := c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 3})
 	for _, n := range c.Nodes {
 		if n == f {
 			continue

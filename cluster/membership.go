@@ -45,9 +45,7 @@ func (n *Node) Status() Status {
 	if s.State == "Leader" {
 		s.LastContact = "0"
 	}
-	for _, srv := range n.Servers() {
-		s.Peers = append(s.Peers, srv)
-	}
+	s.Peers = append(s.Peers, n.Servers()...)
 	return s
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 // can partition and heal nodes without sockets or sleeps.
 type TestCluster struct {
 	t     testing.TB
-	mu    sync.Mutex
 	Nodes []*Node
 	trans []*raft.InmemTransport
 	addrs []raft.ServerAddress

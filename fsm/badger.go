@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -237,7 +238,7 @@ func (b badgerLogger) log(level slog.Level, f string, a ...any) {
 	if b.l == nil {
 		return
 	}
-	b.l.Log(nil, level, strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+	b.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
 }
 func (b badgerLogger) Errorf(f string, a ...any) {
 	b.log(slog.LevelError, f, a...)

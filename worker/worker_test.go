@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flowd/flowd/internal/testutil"
 	"net"
 	"path/filepath"
 	"strings"
@@ -20,25 +19,11 @@ import (
 
 // The SDK against three in-process agents (real raft, badger, sockets).
 
-func freePort(t testing.TB) int { return testutil.Port(t) }
-
 func startCluster(t *testing.T) []string { return startAgents(t).Eps }
 
 // startAgents starts three in-process agents, each with an HTTP listener
 // for its metrics.
 func startAgents(t *testing.T) *testagents.Cluster { return testagents.Start(t, 3, nil) }
-
-func cfgsLeader(ctx context.Context, eps []string) (string, error) {
-	c, _ := rpc.NewClient(eps, rpc.ClientOptions{})
-	defer c.Close()
-	for ctx.Err() == nil {
-		if st, err := c.Status(ctx); err == nil && st.LeaderID != "" {
-			return st.LeaderID, nil
-		}
-		time.Sleep(20 * time.Millisecond) // start-up readiness
-	}
-	return "", ctx.Err()
-}
 
 type env struct {
 	t   *testing.T

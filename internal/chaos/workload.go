@@ -309,7 +309,7 @@ func (w *Workload) work(cl *rpc.Client, worker string, t rpc.Claimed) {
 		var res *rpc.AckResult
 		var err error
 		if in.FailFirst && t.Attempt == 1 {
-			res, err = cl.Fail(ctx, rpc.FailParams{TaskID: t.TaskID, FencingToken: t.FencingToken, Error: "deliberate first-attempt failure"})
+			_, err = cl.Fail(ctx, rpc.FailParams{TaskID: t.TaskID, FencingToken: t.FencingToken, Error: "deliberate first-attempt failure"})
 			if err == nil {
 				w.rec.Fails.Add(1)
 			}
