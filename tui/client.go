@@ -42,6 +42,7 @@ type rpcCalls interface {
 	Status(ctx context.Context) (*rpc.ClusterStatus, error)
 	Stats(ctx context.Context) (*rpc.ClusterStats, error)
 	Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
+	TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error)
 }
 
 var (
@@ -245,6 +246,9 @@ func (l *Live) Status(ctx context.Context) (*rpc.ClusterStatus, error) { return 
 func (l *Live) Stats(ctx context.Context) (*rpc.ClusterStats, error)   { return l.c().Stats(ctx) }
 func (l *Live) Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
 	return l.c().Events(ctx, p)
+}
+func (l *Live) TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error) {
+	return l.c().TaskLogs(ctx, p)
 }
 
 // Schedule calls: the list on the current endpoint, the actions on the

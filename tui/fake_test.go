@@ -37,7 +37,8 @@ type fakeClient struct {
 	calls   []string
 	listN   int
 	scheds  []schedrpc.Schedule
-	schedN  int // schedule.list calls
+	schedN  int                      // schedule.list calls
+	logs    map[string][]rpc.LogLine // "<run>/<key>/<attempt>" (tasklogs_test.go)
 }
 
 func runID(i int) string { return fmt.Sprintf("0197a0b1-%04x-7000-8000-%012x", i, 0xabc000+i) }

@@ -32,14 +32,17 @@ type taskDetail struct {
 	runID, key string
 	task       *rpc.Task
 	run        *rpc.Run
-	pane       int // 0 overview, 1 JSON
+	pane       int // 0 overview, 1 JSON, 2 logs
+	logs       logView
 	scroll     int
 	json       *jsonView
 	inflight   bool
 	dirty      bool
 }
 
-func newTaskDetail(c Common) *taskDetail { return &taskDetail{Common: c, json: newJSONView(c)} }
+func newTaskDetail(c Common) *taskDetail {
+	return &taskDetail{Common: c, json: newJSONView(c), logs: newLogView()}
+}
 
 // Title is the screen name.
 func (m *taskDetail) Title() string { return "Task" }
@@ -48,6 +51,7 @@ func (m *taskDetail) Title() string { return "Task" }
 func (m *taskDetail) open(runID, key string) tea.Cmd {
 	if runID != m.runID || key != m.key {
 		m.runID, m.key, m.task, m.run, m.scroll, m.pane = runID, key, nil, nil, 0, 0
+		m.logs = newLogView()
 		m.json.root = nil
 		m.json.relayout()
 		m.inflight = false
@@ -72,7 +76,7 @@ func (m *taskDetail) ShortHelp() []key.Binding {
 // FullHelp implements help.KeyMap.
 func (m *taskDetail) FullHelp() [][]key.Binding {
 	k := m.Keys
-	return [][]key.Binding{k.nav(), {k.NextPane, k.PrevPane, k.Fold, k.ExpandAll, k.CollapseAll}, k.global()}
+	return [][]key.Binding{k.nav(), {k.NextPane, k.PrevPane, attemptKeys, k.Fold, k.ExpandAll, k.CollapseAll}, k.global()}
 }
 
 // Capturing: no text input.
@@ -84,7 +88,7 @@ func (m *taskDetail) Back() bool { return false }
 // Focus refetches if the task changed while hidden.
 func (m *taskDetail) Focus() tea.Cmd {
 	m.active = true
-	return m.plan()
+	return tea.Batch(m.plan(), m.fetchLogs())
 }
 
 // Blur is called when the screen is hidden.
@@ -128,25 +132,40 @@ func (m *taskDetail) Update(msg tea.Msg) (*taskDetail, tea.Cmd) {
 		}
 		m.task, m.run = msg.task, msg.run
 		m.json.SetFields(m.document())
-		return m, m.plan()
+		return m, tea.Batch(m.plan(), m.fetchLogs())
+	case taskLogsMsg:
+		return m, m.onLogs(msg)
 	case eventsMsg:
+		rid := m.runID // opened by :task, it may be a short id
+		if m.task != nil {
+			rid = m.task.RunID
+		}
 		for _, e := range msg.Events {
-			if e.RunID == m.runID && (e.TaskKey == m.key || e.Kind == "run" || (m.task != nil && slices.Contains(m.task.Deps, e.TaskKey))) {
+			if e.RunID == rid && (e.TaskKey == m.key || e.Kind == "run" || (m.task != nil && slices.Contains(m.task.Deps, e.TaskKey))) {
 				m.dirty = true
+			}
+			if e.RunID == rid && e.TaskKey == m.key {
+				m.logs.dirty = true
 			}
 		}
 		if msg.Resync {
-			m.dirty = true
+			m.dirty, m.logs.dirty = true, true
 		}
-		return m, m.plan()
+		return m, tea.Batch(m.plan(), m.fetchLogs())
 	case resyncMsg:
 		m.dirty = true
 		return m, m.plan()
 	case tea.KeyMsg:
 		k := m.Keys
 		switch {
-		case key.Matches(msg, k.NextPane, k.PrevPane):
-			m.pane = 1 - m.pane
+		case key.Matches(msg, k.NextPane):
+			m.pane = (m.pane + 1) % 3
+			return m, m.fetchLogs()
+		case key.Matches(msg, k.PrevPane):
+			m.pane = (m.pane + 2) % 3
+			return m, m.fetchLogs()
+		case m.pane == logsPane:
+			return m, m.logKey(msg)
 		case m.pane == 1:
 			m.json, _ = m.json.Update(msg)
 		case key.Matches(msg, k.Down):
@@ -217,11 +236,14 @@ func (m *taskDetail) View() string {
 		}
 		return fill(st.Subtle.Render(msg), m.Width, m.Height)
 	}
-	tabs := []string{" Overview ", " JSON "}
+	tabs := []string{" Overview ", " JSON ", " Logs "}
 	tabs[m.pane] = st.NavActive.Render("[" + strings.TrimSpace(tabs[m.pane]) + "]")
 	head := strings.Join(tabs, " ") + st.Subtle.Render("   tab switches pane")
 	if m.pane == 1 {
 		return fill(head+"\n"+m.json.View(), m.Width, m.Height)
+	}
+	if m.pane == logsPane {
+		return fill(head+"\n"+m.logsView(), m.Width, m.Height)
 	}
 	lines := m.overview()
 	h := m.bodyHeight()
