@@ -14,11 +14,15 @@
 //     lives on.
 //   - Results are acknowledged only after the cluster durably recorded them.
 //
+// A handler's log lines (Task.Log, Logf, Logger, LogWriter) ride on the
+// task's heartbeats and its outcome and are kept per attempt (logs.go).
+//
 // See docs/workers.md.
 package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -159,7 +163,16 @@ type Options struct {
 	// LogFlush is how soon a heartbeat carries a task's logged lines to
 	// the cluster (default 1s; lines also ride on the completion).
 	LogFlush time.Duration
-	Logger   *slog.Logger
+	// Token is an ACL token's secret (`flowd acl token create --role
+	// worker`), sent first on every connection to a tcp:// or tls://
+	// endpoint (rpc.ClientOptions.Token); the Unix socket needs none.
+	Token string
+	// TLS verifies a tls:// endpoint's agent (rpc.ClientOptions.TLS); nil
+	// with CACert set: rpc.ClientTLSConfig(CACert).
+	TLS *tls.Config
+	// CACert is the cluster CA's PEM file (ca.pem) when TLS is nil.
+	CACert string
+	Logger *slog.Logger
 }
 
 // claimGrace is how long a claim may outlive the worker's stop or its own
@@ -232,7 +245,15 @@ func New(endpoints []string, opts Options) (*Worker, error) {
 	}
 	// Both clients are leader-aware: each keeps its own connection to the
 	// leader's endpoint, so a claim waits on a connection of its own there.
-	copts := rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Route: opts.Route, Logger: opts.Logger}
+	if opts.TLS == nil && opts.CACert != "" {
+		cfg, err := rpc.ClientTLSConfig(opts.CACert)
+		if err != nil {
+			return nil, err
+		}
+		opts.TLS = cfg
+	}
+	copts := rpc.ClientOptions{BackoffCap: opts.MaxBackoff, MaxAttempts: 1000, Route: opts.Route, Logger: opts.Logger,
+		Token: opts.Token, TLS: opts.TLS}
 	c, err := rpc.NewClient(eps, copts)
 	if err != nil {
 		return nil, err
