@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gometrics "github.com/armon/go-metrics"
+	gmprom "github.com/armon/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -19,7 +20,7 @@ import (
 
 // metrics are the agent's Prometheus metrics: flowd's own (requests, tasks,
 // runs, queues, raft state) on a private registry, plus raft's internal
-// go-metrics through a sink of our own (raftmetrics.go).
+// go-metrics through a Prometheus sink.
 type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
@@ -29,10 +30,7 @@ type metrics struct {
 	failed    prometheus.Counter
 }
 
-var (
-	raftSinkOnce sync.Once
-	raftMetrics  *raftSink // raft's go-metrics, one sink per process (raftmetrics.go)
-)
+var raftSinkOnce sync.Once
 
 func newMetrics(a *Agent) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
@@ -47,15 +45,15 @@ func newMetrics(a *Agent) *metrics {
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	raftSinkOnce.Do(func() {
-		raftMetrics = newRaftSink()
-		cfg := gometrics.DefaultConfig("flowd")
-		cfg.EnableHostname = false
-		// The Go collector of the default registry already exports the
-		// runtime's numbers; go-metrics' own sampler would wake the agent
-		// every second to stop the world for ReadMemStats.
-		cfg.EnableRuntimeMetrics = false
-		cfg.EnableServiceLabel = false
-		_, _ = gometrics.NewGlobal(cfg, raftMetrics)
+		if sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.DefaultRegisterer, Expiration: time.Minute}); err == nil {
+			cfg := gometrics.DefaultConfig("flowd")
+			cfg.EnableHostname = false
+			// The Go collector of the default registry already exports the
+			// runtime's numbers; go-metrics' own sampler would wake the
+			// agent every second to stop the world for ReadMemStats.
+			cfg.EnableRuntimeMetrics = false
+			_, _ = gometrics.NewGlobal(cfg, sink)
+		}
 	})
 	return m
 }
@@ -161,14 +159,9 @@ func (a *Agent) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(a.gatherers(), promhttp.HandlerOpts{}))
+	gatherers := prometheus.Gatherers{a.metrics.reg, prometheus.DefaultGatherer}
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
 	return mux
-}
-
-// gatherers are what /metrics serves: the agent's metrics, raft's, and
-// the default registry's Go and process collectors.
-func (a *Agent) gatherers() prometheus.Gatherers {
-	return prometheus.Gatherers{a.metrics.reg, raftMetrics.reg, prometheus.DefaultGatherer}
 }
 
 // notReady explains why this node should not take traffic, or "".

@@ -2,12 +2,12 @@ package rpc
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -228,4 +228,23 @@ func authenticate(ctx context.Context, nc net.Conn, token string) error {
 		return FromWire(e.Code, e.Message, e.Data)
 	}
 	return nil
+}
+
+// ACLTokenCreate makes a token of role ("admin", "worker" or "read") and
+// returns it with its secret, the only time the secret is shown. It is
+// sent once (Call): a repeat would make a second token with another
+// secret.
+func (c *Client) ACLTokenCreate(ctx context.Context, role, name string) (*ACLTokenCreateResult, error) {
+	return call[ACLTokenCreateResult](ctx, c.Call, MethodACLTokenCreate, ACLTokenCreateParams{Role: role, Name: name})
+}
+
+// ACLTokens lists the tokens (never their secrets).
+func (c *Client) ACLTokens(ctx context.Context) (*ACLTokenListResult, error) {
+	return call[ACLTokenListResult](ctx, c.CallIdempotent, MethodACLTokenList, struct{}{})
+}
+
+// ACLTokenDelete deletes a token by id (changed: false when there is none);
+// the agents close the connections it opened.
+func (c *Client) ACLTokenDelete(ctx context.Context, id string) (*ChangedResult, error) {
+	return call[ChangedResult](ctx, c.CallIdempotent, MethodACLTokenDelete, ACLTokenDeleteParams{ID: id})
 }

@@ -64,9 +64,14 @@ exits at once.`,
 
 func runExecWorker(c *cli.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	token, tlsCfg, err := clientAuth(c)
+	if err != nil {
+		return err
+	}
 	w, err := worker.New(endpoints(c), worker.Options{
 		ID: c.String("id"), Queues: c.StringSlice("queue"), Concurrency: c.Int("concurrency"),
 		DrainTimeout: c.Duration("drain-timeout"), Route: route(c), Logger: logger,
+		Token: token, TLS: tlsCfg,
 	})
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ func defaultAddr() string {
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "addr", EnvVars: []string{"FLOWD_ADDR"}, Value: defaultAddr(),
-			Usage: "comma-separated agent endpoints (unix:///path, /path or tcp://host:port); calls fail over between them"},
+			Usage: "comma-separated agent endpoints (unix:///path, /path, tcp://host:port, or tls://host:port for a TLS client listener); calls fail over between them"},
 		&cli.DurationFlag{Name: "timeout", EnvVars: []string{"FLOWD_TIMEOUT"}, Value: DefaultCallTimeout,
 			Usage: "deadline of each call to the cluster (how long to wait for a run is --wait-timeout of submit, run wait and run replay)"},
 		&cli.StringFlag{Name: "route", EnvVars: []string{"FLOWD_ROUTE"}, Value: rpc.RouteLeader,
@@ -55,6 +55,10 @@ func globalFlags() []cli.Flag {
 			Usage: "output format: table or json"},
 		&cli.BoolFlag{Name: "no-color", EnvVars: []string{"FLOWD_NO_COLOR"},
 			Usage: "no colour in output (NO_COLOR is respected too)"},
+		&cli.StringFlag{Name: "token", EnvVars: []string{"FLOWD_TOKEN"},
+			Usage: "ACL token `SECRET` for a tcp:// or tls:// endpoint (from flowd acl token create; prefer FLOWD_TOKEN: a flag shows in ps); the Unix socket needs none"},
+		&cli.StringFlag{Name: "ca-cert", EnvVars: []string{"FLOWD_CACERT"},
+			Usage: "cluster CA certificate `FILE` (the ca.pem of flowd tls ca create) that a tls:// endpoint's agent must be signed by"},
 	}
 }
 
@@ -122,6 +126,10 @@ func newClient(cCtx *cli.Context, tweak ...func(*rpc.ClientOptions)) (*rpc.Clien
 		return nil, usageErr(cCtx, "--addr is empty: give at least one agent endpoint")
 	}
 	opts := rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(2*time.Second, callTimeout(cCtx)), Route: route(cCtx)}
+	var err error
+	if opts.Token, opts.TLS, err = clientAuth(cCtx); err != nil {
+		return nil, err
+	}
 	for _, t := range tweak {
 		t(&opts)
 	}

@@ -30,7 +30,11 @@ type Cluster struct {
 
 // Start starts n agents (heartbeat and election timeouts 300 ms), stops
 // them when the test ends, and returns once each knows a leader.
-func Start(t testing.TB, n int, log *slog.Logger) *Cluster {
+func Start(t testing.TB, n int, log *slog.Logger) *Cluster { return StartWith(t, n, log, nil) }
+
+// StartWith is Start with tweak (if not nil) applied to each agent's
+// configuration before it starts (see WithTLS).
+func StartWith(t testing.TB, n int, log *slog.Logger, tweak func(*daemon.Config)) *Cluster {
 	t.Helper()
 	// Short socket paths: t.TempDir() can exceed the 108-byte sun_path.
 	dir, err := os.MkdirTemp("", "flowd-agents-")
@@ -51,6 +55,9 @@ func Start(t testing.TB, n int, log *slog.Logger) *Cluster {
 	c := &Cluster{Dir: dir}
 	for _, cfg := range cfgs {
 		cfg.Peers = strings.Join(peers, ",")
+		if tweak != nil {
+			tweak(&cfg)
+		}
 		a, err := daemon.New(cfg, log)
 		if err != nil {
 			t.Fatal(err)
