@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flowd/flowd/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -177,10 +180,66 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("metrics %d: %.300s", code, body)
 	}
-	for _, want := range []string{"flowd_cluster_state", "flowd_runs{state=\"running\"} 1", "flowd_rpc_requests_total", "flowd_raft_commitTime", "go_goroutines"} {
+	for _, want := range []string{"flowd_cluster_state", "flowd_runs{state=\"running\"} 1", "flowd_rpc_requests_total", "flowd_raft_commit_time_seconds_bucket", "go_goroutines"} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("metrics lack %q", want)
 		}
+	}
+}
+
+// Everything flowd exports follows Prometheus' conventions: snake_case
+// names, counters ending in _total, help text that says more than the
+// name, no summaries (raft's timings were summaries with NaN quantiles),
+// no go-metrics runtime duplicates of the Go collector.
+func TestMetricsFollowPrometheusNaming(t *testing.T) {
+	dir := t.TempDir()
+	a, err := New(Config{NodeID: "m1", DataDir: filepath.Join(dir, "m1"), RaftAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: filepath.Join(dir, "m1.sock"),
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := a.node.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Commits make raft and raft-boltdb report their timings, sizes and counts.
+	for range 3 {
+		if _, err := client(t, a).Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fams, err := a.gatherers().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	raft := 0
+	for _, f := range fams {
+		name := f.GetName()
+		if !strings.HasPrefix(name, "flowd_") {
+			continue
+		}
+		if strings.HasPrefix(name, "flowd_raft_") {
+			raft++
+		}
+		switch {
+		case !valid.MatchString(name):
+			t.Errorf("%s: not snake_case", name)
+		case f.GetHelp() == "" || f.GetHelp() == name:
+			t.Errorf("%s: help text %q says nothing", name, f.GetHelp())
+		case f.GetType() == dto.MetricType_SUMMARY:
+			t.Errorf("%s: a summary (use a histogram)", name)
+		case f.GetType() == dto.MetricType_COUNTER && !strings.HasSuffix(name, "_total"):
+			t.Errorf("%s: a counter not ending in _total", name)
+		case strings.Contains(name, "runtime"):
+			t.Errorf("%s: duplicates the Go collector", name)
+		}
+	}
+	if raft < 5 {
+		t.Fatalf("%d raft metrics exported, want raft's commit, append and bolt metrics", raft)
 	}
 }
 

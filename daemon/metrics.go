@@ -11,7 +11,6 @@ import (
 	"time"
 
 	gometrics "github.com/armon/go-metrics"
-	gmprom "github.com/armon/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -20,7 +19,7 @@ import (
 
 // metrics are the agent's Prometheus metrics: flowd's own (requests, tasks,
 // runs, queues, raft state) on a private registry, plus raft's internal
-// go-metrics through a Prometheus sink.
+// go-metrics through a sink of our own (raftmetrics.go).
 type metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
@@ -30,7 +29,10 @@ type metrics struct {
 	failed    prometheus.Counter
 }
 
-var raftSinkOnce sync.Once
+var (
+	raftSinkOnce sync.Once
+	raftMetrics  *raftSink // raft's go-metrics, one sink per process (raftmetrics.go)
+)
 
 func newMetrics(a *Agent) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
@@ -45,15 +47,15 @@ func newMetrics(a *Agent) *metrics {
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	raftSinkOnce.Do(func() {
-		if sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.DefaultRegisterer, Expiration: time.Minute}); err == nil {
-			cfg := gometrics.DefaultConfig("flowd")
-			cfg.EnableHostname = false
-			// The Go collector of the default registry already exports the
-			// runtime's numbers; go-metrics' own sampler would wake the
-			// agent every second to stop the world for ReadMemStats.
-			cfg.EnableRuntimeMetrics = false
-			_, _ = gometrics.NewGlobal(cfg, sink)
-		}
+		raftMetrics = newRaftSink()
+		cfg := gometrics.DefaultConfig("flowd")
+		cfg.EnableHostname = false
+		// The Go collector of the default registry already exports the
+		// runtime's numbers; go-metrics' own sampler would wake the agent
+		// every second to stop the world for ReadMemStats.
+		cfg.EnableRuntimeMetrics = false
+		cfg.EnableServiceLabel = false
+		_, _ = gometrics.NewGlobal(cfg, raftMetrics)
 	})
 	return m
 }
@@ -159,9 +161,14 @@ func (a *Agent) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	gatherers := prometheus.Gatherers{a.metrics.reg, prometheus.DefaultGatherer}
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(a.gatherers(), promhttp.HandlerOpts{}))
 	return mux
+}
+
+// gatherers are what /metrics serves: the agent's metrics, raft's, and
+// the default registry's Go and process collectors.
+func (a *Agent) gatherers() prometheus.Gatherers {
+	return prometheus.Gatherers{a.metrics.reg, raftMetrics.reg, prometheus.DefaultGatherer}
 }
 
 // notReady explains why this node should not take traffic, or "".

@@ -170,7 +170,7 @@ func eventLine(e rpc.Event, withRun bool) string {
 	switch e.Kind {
 	case "run":
 		subject = "run " + shortID(e.RunID)
-	case "task":
+	case "task", "log": // a log event: the task stored log lines
 		subject = "task " + e.TaskKey
 		if withRun {
 			subject = "task " + shortTaskID(e.RunID, e.TaskKey)

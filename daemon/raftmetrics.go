@@ -1,0 +1,244 @@
+package daemon
+
+import (
+	"strings"
+	"sync"
+	"unicode"
+
+	gometrics "github.com/armon/go-metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Raft's own metrics. hashicorp/raft and raft-boltdb report through the
+// process-wide go-metrics API (timings in milliseconds, counters, gauges,
+// dotted camelCase keys such as raft.replication.appendEntries.rpc).
+// go-metrics' Prometheus sink exported them as they came: camelCase names,
+// summaries with NaN quantiles once a window emptied, help text equal to
+// the name, and a summary observation (quantile streams under a lock) on
+// every commit. raftSink maps them to Prometheus' conventions instead:
+//
+//   - names: flowd_ + the key in snake_case, joined by '_'
+//     (raft.commitTime -> flowd_raft_commit_time_seconds);
+//   - timings: histograms in seconds (_seconds), cheap to observe; the
+//     few samples that are sizes, counts or ratios get their own unit;
+//   - counters: _total; gauges as they are;
+//   - help text naming the go-metrics key it comes from;
+//   - go-metrics runtime keys are dropped (the Go collector exports them).
+//
+// It is one sink per process (go-metrics is global) on its own registry,
+// gathered by every agent's /metrics. A key seen again with other label
+// names cannot be the same Prometheus metric and is dropped (counted in
+// flowd_raft_metrics_dropped_total).
+type raftSink struct {
+	reg     *prometheus.Registry
+	dropped prometheus.Counter
+
+	mu   sync.Mutex
+	vecs map[string]raftVec // by metric name
+}
+
+type raftVec struct {
+	labels    []string
+	counter   *prometheus.CounterVec
+	gauge     *prometheus.GaugeVec
+	histogram *prometheus.HistogramVec
+}
+
+// raftBuckets span 50 µs to ~1.6 s (commit, fsync and RPC timings).
+var raftBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
+
+func newRaftSink() *raftSink {
+	s := &raftSink{reg: prometheus.NewRegistry(), vecs: map[string]raftVec{}}
+	s.dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_raft_metrics_dropped_total",
+		Help: "Raft metric samples dropped: a go-metrics key reported with label names that differ from its first report."})
+	s.reg.MustRegister(s.dropped)
+	return s
+}
+
+// promName turns a go-metrics key into a Prometheus name, or "" for keys
+// that are not exported.
+func promName(key []string, suffix string) string {
+	if len(key) == 0 || key[0] == "runtime" || (len(key) > 1 && key[0] == "flowd" && key[1] == "runtime") {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("flowd")
+	for i, part := range key {
+		if i == 0 && part == "flowd" {
+			continue // the go-metrics service name
+		}
+		b.WriteByte('_')
+		snake(&b, part)
+	}
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// snake writes s in snake_case: appendEntries -> append_entries,
+// dispatchLog -> dispatch_log, RPC -> rpc; other characters than letters
+// and digits become '_'.
+func snake(b *strings.Builder, s string) {
+	prevLower := false
+	for _, r := range s {
+		switch {
+		case unicode.IsUpper(r):
+			if prevLower {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToLower(r))
+			prevLower = false
+		case unicode.IsLower(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+			prevLower = true
+		default:
+			b.WriteByte('_')
+			prevLower = false
+		}
+	}
+}
+
+func labelNames(labels []gometrics.Label) []string {
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		var b strings.Builder
+		snake(&b, l.Name)
+		out[i] = b.String()
+	}
+	return out
+}
+
+func labelValues(labels []gometrics.Label) []string {
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		out[i] = l.Value
+	}
+	return out
+}
+
+func sameNames(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// vec returns the metric named name with these label names, made and
+// registered on first use by mk; ok is false if name exists with other
+// label names.
+func (s *raftSink) vec(name string, labels []string, mk func() raftVec) (raftVec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, seen := s.vecs[name]
+	if !seen {
+		v = mk()
+		v.labels = labels
+		var c prometheus.Collector
+		switch {
+		case v.counter != nil:
+			c = v.counter
+		case v.gauge != nil:
+			c = v.gauge
+		default:
+			c = v.histogram
+		}
+		if err := s.reg.Register(c); err != nil {
+			v = raftVec{labels: []string{"\x00"}} // never matches: dropped from now on
+		}
+		s.vecs[name] = v
+	}
+	return v, sameNames(v.labels, labels)
+}
+
+func help(kind string, key []string) string {
+	return "hashicorp/raft " + kind + " " + strings.Join(key, ".") + " (go-metrics)."
+}
+
+func (s *raftSink) SetGauge(key []string, val float32) { s.SetGaugeWithLabels(key, val, nil) }
+
+func (s *raftSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
+	name := promName(key, "")
+	if name == "" {
+		return
+	}
+	names := labelNames(labels)
+	v, ok := s.vec(name, names, func() raftVec {
+		return raftVec{gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help("gauge", key)}, names)}
+	})
+	if !ok || v.gauge == nil {
+		s.dropped.Inc()
+		return
+	}
+	v.gauge.WithLabelValues(labelValues(labels)...).Set(float64(val))
+}
+
+// EmitKey is go-metrics' key/value event; nothing in raft's metrics uses
+// it, and Prometheus has no such type.
+func (s *raftSink) EmitKey([]string, float32) {}
+
+func (s *raftSink) IncrCounter(key []string, val float32) { s.IncrCounterWithLabels(key, val, nil) }
+
+func (s *raftSink) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
+	name := promName(key, "_total")
+	if name == "" || val < 0 {
+		return
+	}
+	names := labelNames(labels)
+	v, ok := s.vec(name, names, func() raftVec {
+		return raftVec{counter: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help("counter", key)}, names)}
+	})
+	if !ok || v.counter == nil {
+		s.dropped.Inc()
+		return
+	}
+	v.counter.WithLabelValues(labelValues(labels)...).Add(float64(val))
+}
+
+func (s *raftSink) AddSample(key []string, val float32) { s.AddSampleWithLabels(key, val, nil) }
+
+// AddSampleWithLabels records a sample: a timing in milliseconds (what
+// MeasureSince reports, observed here in seconds) unless sampleUnits lists
+// the key as a size, a count or a ratio.
+func (s *raftSink) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
+	u := sampleUnits[key[len(key)-1]]
+	if u.suffix == "" && u.buckets == nil {
+		u = sampleUnit{suffix: "_seconds", scale: 0.001, buckets: raftBuckets}
+	}
+	name := promName(key, u.suffix)
+	if name == "" {
+		return
+	}
+	names := labelNames(labels)
+	v, ok := s.vec(name, names, func() raftVec {
+		return raftVec{histogram: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name,
+			Help: help("sample", key), Buckets: u.buckets}, names)}
+	})
+	if !ok || v.histogram == nil {
+		s.dropped.Inc()
+		return
+	}
+	v.histogram.WithLabelValues(labelValues(labels)...).Observe(float64(val) * u.scale)
+}
+
+type sampleUnit struct {
+	suffix  string
+	scale   float64
+	buckets []float64
+}
+
+// sampleUnits are the samples of raft and raft-boltdb that are not
+// timings, by the last element of their key.
+var sampleUnits = map[string]sampleUnit{
+	"logSize":       {"_bytes", 1, prometheus.ExponentialBuckets(64, 4, 10)},
+	"logBatchSize":  {"_bytes", 1, prometheus.ExponentialBuckets(64, 4, 10)},
+	"logsPerBatch":  {"_logs", 1, prometheus.ExponentialBuckets(1, 2, 11)},
+	"applyBatchNum": {"_entries", 1, prometheus.ExponentialBuckets(1, 2, 11)},
+	"writeCapacity": {"_logs_per_second", 1, prometheus.ExponentialBuckets(10, 4, 10)},
+	"saturation":    {"_ratio", 1, prometheus.LinearBuckets(0.1, 0.1, 10)},
+}
+
+var _ gometrics.MetricSink = (*raftSink)(nil)
