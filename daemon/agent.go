@@ -151,7 +151,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 }
 
 func newAgent(cfg Config, log *slog.Logger) *Agent {
-	return &Agent{cfg: cfg, log: log, subs: map[subKey]context.CancelFunc{}, subsPerConn: map[any]int{}, workers: newWorkerRegistry()}
+	a := &Agent{cfg: cfg, log: log, subs: map[subKey]context.CancelFunc{}, subsPerConn: map[any]int{}, workers: newWorkerRegistry()}
+	a.workers.idleAfter.Store(int64(cfg.IdleTypeAfter))
+	return a
 }
 
 // wire sets up what the handlers use around p and s: in New the node and

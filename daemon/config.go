@@ -85,8 +85,15 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
 	// leadership).
 	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
-	Version         string        `json:"-"`
+	// IdleTypeAfter: a ready task whose type no worker has claimed (in its
+	// queue) for this long flags its run (run.get waiting_for_worker).
+	// Default 30s.
+	IdleTypeAfter time.Duration `json:"idle_type_after,omitempty"`
+	Version       string        `json:"-"`
 }
+
+// DefaultIdleTypeAfter is --idle-type-after when unset.
+const DefaultIdleTypeAfter = 30 * time.Second
 
 // ForwardPortOffset derives the default forwarding port from the raft port.
 const ForwardPortOffset = 1000
@@ -107,7 +114,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout"} {
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -201,6 +208,9 @@ func (c Config) Merge(over Config) Config {
 	if over.ShutdownTimeout != 0 {
 		c.ShutdownTimeout = over.ShutdownTimeout
 	}
+	if over.IdleTypeAfter != 0 {
+		c.IdleTypeAfter = over.IdleTypeAfter
+	}
 	return c
 }
 
@@ -224,6 +234,12 @@ func (c *Config) Normalize() error {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.IdleTypeAfter == 0 {
+		c.IdleTypeAfter = DefaultIdleTypeAfter
+	}
+	if c.IdleTypeAfter < 0 {
+		problems = append(problems, fmt.Sprintf("--idle-type-after %s must be positive (default %s)", c.IdleTypeAfter, DefaultIdleTypeAfter))
 	}
 	explicitForward := c.ForwardAddr != ""
 	if !explicitForward {

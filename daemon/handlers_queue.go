@@ -135,6 +135,6 @@ func (a *Agent) workersList(ctx context.Context, p struct{}) (rpc.WorkersResult,
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodWorkersList, p, func(context.Context) (rpc.WorkersResult, error) {
-		return rpc.WorkersResult{Workers: a.workers.list(a.state.LeaseOwners())}, nil
+		return a.workersLocal(), nil
 	})
 }

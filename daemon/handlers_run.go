@@ -129,7 +129,9 @@ func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
 		if err != nil {
 			return rpc.Run{}, err
 		}
-		return toRun(r, tasks, spec), nil
+		out := toRun(r, tasks, spec)
+		out.WaitingForWorker, out.WaitingForWorkerNote = a.waitingForWorker(ctx, tasks)
+		return out, nil
 	})
 }
 

@@ -94,7 +94,7 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max, RequestID: p.RequestID}
 	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
-		a.workers.waiting(p, a.cfg.NodeID)
+		a.workers.waiting(p, a.cfg.NodeID, a.prop.LeaderEpoch())
 		defer a.workers.doneWaiting(p.WorkerID)
 		// A re-sent claim whose first delivery leased tasks gets them back
 		// at once (the state machine would answer the same if proposed).
@@ -183,6 +183,9 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
+		if p.Claim != nil {
+			a.workers.claimed(*p.Claim, a.cfg.NodeID, a.prop.LeaderEpoch())
+		}
 		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Complete{TaskID: p.TaskID, Token: p.FencingToken, Result: p.Result, Spawn: spawn, Claim: next, Log: logChunk(p.LogParams)}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -154,6 +155,15 @@ type Run struct {
 	// submitted by (absent for an inline workflow).
 	Definition        string `json:"definition,omitempty"`
 	DefinitionVersion int    `json:"definition_version,omitempty"`
+	// WaitingForWorker lists the task types of the run's ready tasks that
+	// no worker has claimed for (in the task's queue) within the leader's
+	// --idle-type-after. Read-side, not replicated: computed from the
+	// leader's worker registry (a follower asks the leader, cached ~1 s).
+	// Only run.get sets it. WaitingForWorkerNote says why it is absent when
+	// it could not be computed (no leader reachable, or a new leader still
+	// learning its workers).
+	WaitingForWorker     []string `json:"waiting_for_worker,omitempty"`
+	WaitingForWorkerNote string   `json:"waiting_for_worker_note,omitempty"`
 }
 
 // Task is the protocol view of a task run.
@@ -311,6 +321,9 @@ type ClaimParams struct {
 	// same one on its retries. Optional: the agent that receives a claim
 	// without one picks one, so its own forwarding retries are safe.
 	RequestID string `json:"request_id,omitempty"`
+	// Slots is the worker's total task slots (its concurrency), shown by
+	// workers.list; optional, informational (Max is what it asks for now).
+	Slots int `json:"slots,omitempty"`
 }
 
 // Claimed is a task handed to a worker.
@@ -576,12 +589,39 @@ type Worker struct {
 	Waiting       bool      `json:"waiting"`
 	LastSeen      time.Time `json:"last_seen"`
 	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
-	Node          string    `json:"node,omitempty"`
+	// LastClaim is when it last asked for tasks (a long poll or a
+	// completion that claims the next); Slots its total task slots as it
+	// reported them (absent if it did not).
+	LastClaim time.Time `json:"last_claim,omitzero"`
+	Slots     int       `json:"slots,omitempty"`
+	Node      string    `json:"node,omitempty"`
 }
 
 // WorkersResult of workers.list.
 type WorkersResult struct {
 	Workers []Worker `json:"workers"`
+	// Served are the (queues, types) filters of the workers in contact
+	// (claiming, or holding a task and heartbeating) within IdleTypeAfterMS,
+	// the leader's --idle-type-after; an empty list in a filter means every
+	// queue or type. ServedKnown is false while the leader has led for less
+	// than that (a worker may simply not have claimed from it yet): then no
+	// type counts as unserved.
+	Served          []ServedFilter `json:"served,omitempty"`
+	ServedKnown     bool           `json:"served_known"`
+	IdleTypeAfterMS int64          `json:"idle_type_after_ms,omitempty"`
+}
+
+// ServedFilter is what one or more live workers claim: tasks of Types in
+// Queues (empty: any).
+type ServedFilter struct {
+	Queues []string `json:"queues,omitempty"`
+	Types  []string `json:"types,omitempty"`
+}
+
+// Serves reports whether a worker claiming with f takes a task of typ in
+// queue.
+func (f ServedFilter) Serves(queue, typ string) bool {
+	return (len(f.Queues) == 0 || slices.Contains(f.Queues, queue)) && (len(f.Types) == 0 || slices.Contains(f.Types, typ))
 }
 
 // PeerParams of operator.raft.add_peer / remove_peer / transfer_leadership.

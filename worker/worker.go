@@ -335,7 +335,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(w.hard, w.opts.ClaimWait+claimGrace)
 		late := context.AfterFunc(ctx, func() { time.AfterFunc(claimGrace, cancel) })
 		tasks, err := w.claims.Claim(cctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types,
-			Max: free, WaitMS: w.opts.ClaimWait.Milliseconds()})
+			Max: free, WaitMS: w.opts.ClaimWait.Milliseconds(), Slots: w.opts.Concurrency})
 		late()
 		cancel()
 		w.releaseReserved(free - len(tasks))
@@ -455,7 +455,7 @@ func (w *Worker) nextClaim() *rpc.ClaimParams {
 	if w.opts.AnyType {
 		types = nil
 	}
-	return &rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types, Max: 1}
+	return &rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types, Max: 1, Slots: w.opts.Concurrency}
 }
 
 // execute runs one task and reports its outcome; it returns the task the

@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+// A run whose ready task has a type no worker claims is flagged on a
+// follower (which asks the leader's registry), and is not once a worker
+// claims that type and stays in contact (here: heartbeating the task it
+// took, while the run's second task of the type waits for a slot).
+func TestWaitingForWorkerThroughFollower(t *testing.T) {
+	agents := startAgents(t, 3)
+	const after = time.Second
+	for _, a := range agents {
+		a.workers.idleAfter.Store(int64(after))
+	}
+	_, fs := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	reader, workerSide := client(t, fs[0]), client(t, fs[len(fs)-1])
+	res, err := reader.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(
+		`{"tasks":[{"key":"a","type":"nobody"},{"key":"b","type":"nobody"},{"key":"c","type":"served","queue":"q2"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A worker claiming "served" from another queue does not serve q2:
+	// types count per queue.
+	go func() {
+		for ctx.Err() == nil {
+			_, _ = workerSide.Claim(ctx, rpc.ClaimParams{WorkerID: "other", Queues: []string{"elsewhere"}, Types: []string{"served"}, WaitMS: 200})
+		}
+	}()
+	var run *rpc.Run
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if run, err = reader.GetRun(ctx, res.ID); err != nil {
+			t.Fatal(err)
+		}
+		if len(run.WaitingForWorker) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want := []string{"nobody", "served"}; !slices.Equal(run.WaitingForWorker, want) || run.WaitingForWorkerNote != "" {
+		t.Fatalf("before any worker claims them: waiting_for_worker %q (note %q), want %q", run.WaitingForWorker, run.WaitingForWorkerNote, want)
+	}
+
+	// A worker takes one "nobody" task (through the other follower) and
+	// heartbeats it; the second one is still ready, but its type is served.
+	tasks, err := workerSide.Claim(ctx, rpc.ClaimParams{WorkerID: "w1", Types: []string{"nobody"}, Max: 1, WaitMS: 2000, Slots: 4})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim: %v %v", tasks, err)
+	}
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			_, _ = workerSide.Heartbeat(ctx, tasks[0].TaskID, tasks[0].FencingToken)
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	eventually(t, "the served type leaves waiting_for_worker", func() bool {
+		run, err = reader.GetRun(ctx, res.ID)
+		return err == nil && slices.Equal(run.WaitingForWorker, []string{"served"})
+	})
+	if run.WaitingForWorkerNote != "" {
+		t.Fatalf("note %q with a reachable leader", run.WaitingForWorkerNote)
+	}
+	// workers.list (through a follower) names the worker with its filter,
+	// slots and last claim.
+	wl, err := reader.Workers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(wl.Workers, func(w rpc.Worker) bool { return w.ID == "w1" })
+	if i < 0 || !slices.Equal(wl.Workers[i].Types, []string{"nobody"}) || wl.Workers[i].Slots != 4 || wl.Workers[i].LastClaim.IsZero() || wl.Workers[i].InFlight != 1 {
+		t.Fatalf("workers.list: %+v", wl.Workers)
+	}
+	if !wl.ServedKnown || wl.IdleTypeAfterMS != after.Milliseconds() {
+		t.Fatalf("workers.list served_known %v idle_type_after_ms %d", wl.ServedKnown, wl.IdleTypeAfterMS)
+	}
+}
