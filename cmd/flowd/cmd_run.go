@@ -282,6 +282,11 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	if len(r.PausedQueues) > 0 {
 		row(tw, "Paused queues:", strings.Join(r.PausedQueues, ", "))
 	}
+	if len(r.WaitingForWorker) > 0 {
+		row(tw, "Waiting for:", "a worker for type "+strings.Join(r.WaitingForWorker, ", ")+" (none claims it; see `flowd worker list`)")
+	} else if r.WaitingForWorkerNote != "" {
+		row(tw, "Workers:", r.WaitingForWorkerNote)
+	}
 	if len(r.Input) > 0 {
 		row(tw, "Input:", oneLine(string(r.Input), 100))
 	}

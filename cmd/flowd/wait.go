@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -34,6 +35,7 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 	}
 	prog := newProgress(cCtx.App.ErrWriter)
 	defer prog.end()
+	warn := workerWarning{warned: map[string]bool{}}
 	var last *rpc.Run
 	for {
 		chunk := waitChunk
@@ -64,7 +66,59 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 		if res.Done {
 			return last, true, nil
 		}
+		if time.Since(start) >= workerWarnAfter {
+			warn.check(cCtx, c, id, prog)
+		}
 	}
+}
+
+// workerWarnAfter is how long a wait runs before it asks whether the run
+// waits for a task type no worker serves.
+var workerWarnAfter = 3 * time.Second
+
+// workerWarning tells, once per type, that the waited-for run has ready
+// tasks of a type no live worker claims (run.get waiting_for_worker).
+type workerWarning struct {
+	warned map[string]bool
+	next   time.Time
+}
+
+func (w *workerWarning) check(cCtx *cli.Context, c *rpc.Client, id string, prog *progress) {
+	if time.Now().Before(w.next) {
+		return
+	}
+	w.next = time.Now().Add(time.Second) // the agents answer from a ~1 s view
+	ctx, cancel := context.WithTimeout(cCtx.Context, callTimeout(cCtx))
+	r, err := c.GetRun(ctx, id)
+	cancel()
+	if err != nil {
+		return // only a hint: the wait goes on
+	}
+	for _, typ := range r.WaitingForWorker {
+		if w.warned[typ] {
+			continue
+		}
+		w.warned[typ] = true
+		cmd := "flowd worker run --type " + typ
+		for _, q := range readyQueuesOf(r, typ) {
+			if q != "default" {
+				cmd += " --queue " + q
+			}
+		}
+		prog.interrupt()
+		fmt.Fprintf(cCtx.App.ErrWriter, "warning: no worker has claimed type %q lately (the agents' --idle-type-after, 30s unless set); start one with `%s --exec CMD`, or see `flowd worker list`\n", typ, cmd)
+	}
+}
+
+// readyQueuesOf lists the queues of r's ready tasks of type typ.
+func readyQueuesOf(r *rpc.Run, typ string) []string {
+	var qs []string
+	for _, t := range r.Tasks {
+		if t.Type == typ && (t.State == domain.TaskReady || t.State == domain.TaskReverting) && !slices.Contains(qs, t.Queue) {
+			qs = append(qs, t.Queue)
+		}
+	}
+	return qs
 }
 
 // freshLag bounds how long a just-created run may be unknown to the agent
@@ -109,6 +163,15 @@ func (p *progress) show(r *rpc.Run) {
 		fmt.Fprint(p.w, "\r\x1b[K"+line)
 	} else {
 		fmt.Fprintln(p.w, line)
+	}
+}
+
+// interrupt ends a progress line rewritten in place so another line can be
+// printed; the next show starts a new one.
+func (p *progress) interrupt() {
+	if p.tty && p.last != "" {
+		fmt.Fprintln(p.w)
+		p.last = ""
 	}
 }
 
