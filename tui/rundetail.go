@@ -481,8 +481,13 @@ func (m *runDetail) summary() string {
 	l3 := "parent " + dash(shortID(r.ParentID)) + " · replay of " + dash(shortID(r.ReplayOf)) + " · on failure " +
 		dash(r.OnFailure) + " · labels " + dash(labels(r.Labels)) + " · paused queues " + dash(strings.Join(r.PausedQueues, ","))
 	reason := ""
-	if r.Reason != "" {
+	switch {
+	case r.Reason != "":
 		reason = st.Error.Render("reason: " + oneLine(r.Reason, m.Width-10))
+	case len(r.WaitingForWorker) > 0:
+		// Computed by the leader from live claims (run.get), not stored.
+		reason = st.Warn.Render("⚠ waiting for a worker: no worker claims type " + strings.Join(r.WaitingForWorker, ", ") +
+			" (start one with flowd worker run --type " + r.WaitingForWorker[0] + ")")
 	}
 	return fit(l1, m.Width) + "\n" + fit(l2, m.Width) + "\n" + fit(l3, m.Width) + "\n" + reason
 }
