@@ -123,6 +123,7 @@ func (f fakeProposer) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any,
 	return f.Propose(ctx, cmd)
 }
 func (fakeProposer) IsLeader() bool                        { return true }
+func (fakeProposer) LeaderEpoch() context.Context          { return context.Background() }
 func (fakeProposer) WaitLeaderReady(context.Context) error { return nil }
 
 // fakeState has a task ready for every waiter; anything else it is asked

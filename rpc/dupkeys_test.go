@@ -21,11 +21,11 @@ func TestDuplicateMember(t *testing.T) {
 		{in: `{"id":"a","ID":"b"}`, fold: true, want: "ID"},
 		{in: `{"id":"a","ID":"b"}`}, // nested maps are case-sensitive
 		{in: `{"a":{"x":1,"y":{"z":[{"k":1,"k":2}]}}}`, want: "k"},
-		{in: `{"a":{"x":1},"b":{"x":1}}`},                       // same name in two objects
-		{in: `{"a":{"Env":1,"env":2}}`, fold: true},             // only the top level folds
-		{in: `{"s":"{\"id\":1,\"id\":2}","t":"\"}"}`},           // braces inside strings
-		{in: `{"é":1,"\u00e9":2}`, want: "é"},                   // escaped vs raw UTF-8
-		{in: `{"😀":1,"\ud83d\ude00":2}`, want: "😀"},            // surrogate pair
+		{in: `{"a":{"x":1},"b":{"x":1}}`},             // same name in two objects
+		{in: `{"a":{"Env":1,"env":2}}`, fold: true},   // only the top level folds
+		{in: `{"s":"{\"id\":1,\"id\":2}","t":"\"}"}`}, // braces inside strings
+		{in: `{"é":1,"\u00e9":2}`, want: "é"},         // escaped vs raw UTF-8
+		{in: `{"😀":1,"\ud83d\ude00":2}`, want: "😀"},   // surrogate pair
 		{in: `[{"a":1},{"a":1}]`},
 		{in: `{"a":1,"b":2,"a":3}`, want: "a"},
 		{in: ` { "a" : 1 , "a" : 2 } `, want: "a"},
