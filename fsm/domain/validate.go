@@ -82,6 +82,15 @@ var (
 // ParseSpec decodes a JSON workflow spec and validates it, returning every
 // problem at once (unknown fields included) as a *SpecError.
 func ParseSpec(raw []byte, lim Limits) (Spec, error) {
+	if spec, ok := parseSpecFast(raw); ok { // fastspec.go
+		return spec, ValidateSpec(spec, lim)
+	}
+	return parseSpecGeneral(raw, lim)
+}
+
+// parseSpecGeneral is ParseSpec through maps: every unknown field and
+// wrong type is reported with its path.
+func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 	var ps problems
 	var spec Spec
 	var top map[string]json.RawMessage
