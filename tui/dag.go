@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -15,23 +16,32 @@ import (
 // crossings, then given rows: each prefers the median row of its
 // neighbours (so chains draw straight), keeping the layer's order.
 //
-// Drawing: every gap between layers has one vertical channel per source
-// that needs to change rows. Edge cells are drawn from a bitmask of the
-// directions they connect (- | +), so joins, forks and crossings come out
-// consistently; `>` marks the arrow into a task; the selected task gets
-// the `›` cursor in the column before it.
+// Drawing: every gap between layers has one vertical channel per set of
+// successors among the sources that need to change rows (sources with the
+// same successors share one, so a fan-in is one bus). Edge cells are drawn from a bitmask of the
+// directions they connect (box-drawing ─ │ ┌ ┬ ┼ …, or - | + under
+// --ascii), so joins, forks and crossings come out consistently; `▶` (`>`)
+// marks the arrow into a task; the selected task gets the `›` cursor in
+// the column before it. Parallel tasks are drawn as one group node
+// (dag_group.go).
 
 // dagNode is one task as the graph needs it.
 type dagNode struct {
 	Key   string
+	Type  string
 	State string
 	Deps  []string // task keys; unknown keys are ignored
+	// A group node (dag_group.go): its name, members and their states.
+	Group   string
+	Members []string
+	States  []string
 }
 
 // vertex is a task or a dummy (key "") on a long edge.
 type vertex struct {
 	key   string
 	state string
+	group *dagNode // a group node, nil for a task
 	layer int
 	row   int
 	preds []int
@@ -57,7 +67,11 @@ func layoutDAG(nodes []dagNode) *dag {
 			continue
 		}
 		g.byKey[n.Key] = len(g.vs)
-		g.vs = append(g.vs, vertex{key: n.Key, state: n.State})
+		v := vertex{key: n.Key, state: n.State}
+		if len(n.Members) > 0 {
+			v.group = &n
+		}
+		g.vs = append(g.vs, v)
 	}
 	deps := make([][]int, len(g.vs))
 	for _, n := range nodes {
@@ -213,7 +227,32 @@ func (g *dag) assignRows() {
 
 // label is the text of a task vertex.
 func (v vertex) label() string {
+	if v.group != nil {
+		return groupLabel(v.group.Group, v.group.States)
+	}
 	return stateGlyph(v.state) + " " + fit(v.key, maxLabel-2)
+}
+
+// has reports whether the vertex draws task key k (itself or a member).
+func (v vertex) has(k string) bool {
+	if v.group != nil {
+		return slices.Contains(v.group.Members, k)
+	}
+	return k != "" && v.key == k
+}
+
+// task is the task key that selecting the vertex selects (a group's
+// first member).
+func (v vertex) task() string {
+	if v.group != nil {
+		return v.group.Members[0]
+	}
+	return v.key
+}
+
+// vertexOf is the vertex that draws task key k (-1 if none).
+func (g *dag) vertexOf(k string) int {
+	return slices.IndexFunc(g.vs, func(v vertex) bool { return v.has(k) })
 }
 
 // Edge-cell directions.
@@ -315,14 +354,27 @@ func (g *dag) render(st *Styles, sel string) drawing {
 			}
 		}
 		sort.Slice(srcs, func(a, b int) bool { return g.vs[srcs[a]].row < g.vs[srcs[b]].row })
-		for j, v := range srcs {
-			chans[i][v] = j
+		// Sources with the same successors share a channel (a fan-in
+		// draws as one bus, not one line per source).
+		bus := map[string]int{}
+		for _, v := range srcs {
+			succs := slices.Clone(g.vs[v].succs)
+			slices.Sort(succs)
+			sig := fmt.Sprint(succs)
+			if _, ok := bus[sig]; !ok {
+				bus[sig] = len(bus)
+			}
+			chans[i][v] = bus[sig]
 		}
-		x += widths[i] + len(srcs) + 4
+		x += widths[i] + len(bus) + 4
 	}
 	width := x - 4
 	c := newCanvas(width+1, g.height)
 	out := drawing{width: width, selX: -1, selY: -1}
+	arrowHead := '▶'
+	if st.ASCII {
+		arrowHead = '>'
+	}
 	for i, l := range g.layers {
 		end := xs[i] + widths[i]
 		for _, v := range l {
@@ -333,7 +385,7 @@ func (g *dag) render(st *Styles, sel string) drawing {
 			} else {
 				lbl := "[" + vx.label() + "]"
 				start = xs[i] + len([]rune(lbl))
-				p := placed{x: xs[i], w: len([]rune(lbl)), label: lbl, state: vx.state, sel: vx.key == sel}
+				p := placed{x: xs[i], w: len([]rune(lbl)), label: lbl, state: vx.state, sel: vx.has(sel)}
 				c.nodes[vx.row] = append(c.nodes[vx.row], p)
 				if p.sel {
 					out.selX, out.selY = xs[i], vx.row
@@ -360,7 +412,7 @@ func (g *dag) render(st *Styles, sel string) drawing {
 			}
 			for _, s := range vx.succs {
 				if g.vs[s].key != "" {
-					c.text[g.vs[s].row][arrow] = '>'
+					c.text[g.vs[s].row][arrow] = arrowHead
 				} else {
 					c.hline(g.vs[s].row, arrow, arrow+1) // into a dummy: keep the line going
 				}
@@ -410,7 +462,7 @@ func (c *canvas) lines(st *Styles) []string {
 				edge.WriteRune(t)
 				continue
 			}
-			edge.WriteByte(edgeChar(c.mask[r][x]))
+			edge.WriteString(edgeChar(c.mask[r][x], st.ASCII))
 		}
 		flush()
 		out[r] = strings.TrimRight(b.String(), " ")
@@ -418,14 +470,25 @@ func (c *canvas) lines(st *Styles) []string {
 	return out
 }
 
-func edgeChar(m uint8) byte {
+// boxChars maps a direction mask (L R U D bits) to its box-drawing cell.
+var boxChars = [16]string{
+	" ", "─", "─", "─", // -, L, R, LR
+	"│", "┘", "└", "┴", // U, UL, UR, ULR
+	"│", "┐", "┌", "┬", // D, DL, DR, DLR
+	"│", "┤", "├", "┼", // UD, UDL, UDR, UDLR
+}
+
+func edgeChar(m uint8, ascii bool) string {
+	if !ascii {
+		return boxChars[m&15]
+	}
 	switch {
 	case m == 0:
-		return ' '
+		return " "
 	case m&(dirU|dirD) == 0:
-		return '-'
+		return "-"
 	case m&(dirL|dirR) == 0:
-		return '|'
+		return "|"
 	}
-	return '+'
+	return "+"
 }

@@ -52,6 +52,10 @@ type runDetail struct {
 	tasks    listNav
 	selKey   string
 	graph    *dag
+	nodes    []dagNode         // the run's tasks as the graph sees them
+	groups   []dagGroup        // parallel tasks drawn as one node
+	groupOf  map[string]string // task key -> group id
+	expanded map[string]bool   // group ids drawn member by member
 	drawing  drawing
 	gx, gy   int // graph scroll
 	timeline *eventLog
@@ -73,6 +77,7 @@ func (m *runDetail) open(id string) tea.Cmd {
 		return m.fetch()
 	}
 	m.id, m.run, m.graph, m.selKey, m.gx, m.gy = id, nil, nil, "", 0, 0
+	m.expanded = map[string]bool{}
 	m.tasks = listNav{}
 	m.pane = paneTasks
 	m.timeline.reset()
@@ -110,7 +115,8 @@ func (m *runDetail) FullHelp() [][]key.Binding {
 	k := m.Keys
 	pause := k.Pause
 	pause.SetHelp("p", "pause/resume the task's queue for this run")
-	return [][]key.Binding{k.nav(), {k.NextPane, k.PrevPane, k.Open, k.Left, k.Right, k.Fold, k.ExpandAll, k.CollapseAll},
+	group := key.NewBinding(key.WithKeys("enter", " "), key.WithHelp("enter/space", "expand/collapse a task group (graph)"))
+	return [][]key.Binding{k.nav(), {k.NextPane, k.PrevPane, k.Open, k.Left, k.Right, k.Fold, k.ExpandAll, k.CollapseAll, group},
 		append(k.runActions(), pause), k.global()}
 }
 
@@ -225,10 +231,11 @@ func (m *runDetail) setRun(r *rpc.Run) {
 		if t.SpawnedBy != "" && !slices.Contains(deps, t.SpawnedBy) {
 			deps = append(slices.Clone(deps), t.SpawnedBy)
 		}
-		nodes[i] = dagNode{Key: t.Key, State: string(t.State), Deps: deps}
+		nodes[i] = dagNode{Key: t.Key, Type: t.Type, State: string(t.State), Deps: deps}
 	}
-	m.graph = layoutDAG(nodes)
-	m.redraw()
+	m.nodes = nodes
+	m.groups, m.groupOf = groupCandidates(nodes)
+	m.relayout()
 	m.json.SetFields(runDocument(r))
 }
 
@@ -307,6 +314,27 @@ func (m *runDetail) selectKey(k string) {
 	}
 }
 
+// relayout lays the graph out again (after a load, or a group folded).
+func (m *runDetail) relayout() {
+	m.graph = layoutDAG(collapse(m.nodes, m.groups, m.groupOf, m.expanded))
+	m.redraw()
+}
+
+// fold expands the group drawn at the selection, or collapses the
+// expanded group the selected task belongs to; false if neither applies.
+func (m *runDetail) fold(expand bool) bool {
+	gid, ok := m.groupOf[m.selKey]
+	if !ok || m.expanded[gid] == expand {
+		return false
+	}
+	if m.expanded == nil {
+		m.expanded = map[string]bool{}
+	}
+	m.expanded[gid] = expand
+	m.relayout()
+	return true
+}
+
 func (m *runDetail) redraw() {
 	if m.graph == nil {
 		return
@@ -357,6 +385,12 @@ func (m *runDetail) key(msg tea.KeyMsg) tea.Cmd {
 		if m.graphKey(msg) {
 			return nil
 		}
+		if key.Matches(msg, k.Open) && m.fold(true) {
+			return nil // enter on a group expands it
+		}
+		if msg.String() == " " && m.fold(false) {
+			return nil // space on a member collapses its group
+		}
 	case paneTimeline:
 		m.timeline, _ = m.timeline.Update(msg)
 		return nil
@@ -386,10 +420,10 @@ func (m *runDetail) graphKey(msg tea.KeyMsg) bool {
 			}
 		}
 	}
-	cur := slices.IndexFunc(order, func(v int) bool { return g.vs[v].key == m.selKey })
+	cur := slices.IndexFunc(order, func(v int) bool { return g.vs[v].has(m.selKey) })
 	pick := func(i int) {
 		if len(order) > 0 {
-			m.selectKey(g.vs[order[max(0, min(i, len(order)-1))]].key)
+			m.selectKey(g.vs[order[max(0, min(i, len(order)-1))]].task())
 		}
 	}
 	switch {
@@ -419,7 +453,7 @@ func (m *runDetail) graphKey(msg tea.KeyMsg) bool {
 				}
 			}
 			if best >= 0 {
-				m.selectKey(g.vs[best].key)
+				m.selectKey(g.vs[best].task())
 				break
 			}
 		}
