@@ -99,13 +99,17 @@ func (a *applier) applyQueueSet(c *QueueSet) any {
 		return fmt.Errorf("%w: concurrency %d must be >= 0 (0 = unlimited)", ErrInvalidArgument, c.Concurrency)
 	}
 	q := a.queue(c.Name)
-	if q.Concurrency == c.Concurrency {
+	if q.Concurrency == c.Concurrency && q.Auto == nil {
 		return &ChangedResult{}
 	}
-	from := q.Concurrency
+	from := itoa(q.Concurrency)
+	if q.Auto != nil { // a number turns auto concurrency off
+		from = autoString(q.Auto) + " cap " + from
+		q.Auto = nil
+	}
 	q.Concurrency = c.Concurrency
 	a.emit(Event{Kind: "queue", Name: c.Name, Queue: c.Name, Transition: "set_concurrency",
-		From: itoa(from), To: itoa(c.Concurrency)})
+		From: from, To: itoa(c.Concurrency)})
 	return &ChangedResult{Changed: true}
 }
 

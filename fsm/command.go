@@ -305,6 +305,10 @@ func Decode(buf []byte) (Command, error) {
 		c = &QueuePause{}
 	case MsgQueueDelete:
 		c = &QueueDelete{}
+	case MsgQueueAuto:
+		c = &QueueAuto{}
+	case MsgQueueCap:
+		c = &QueueCap{}
 	case MsgSettingsSet:
 		c = &SettingsSet{}
 	case MsgGC:

@@ -330,6 +330,10 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyQueuePause(c)
 	case *QueueDelete:
 		return a.applyQueueDelete(c)
+	case *QueueAuto:
+		return a.applyQueueAuto(c)
+	case *QueueCap:
+		return a.applyQueueCap(c)
 	case *RateLimitSet:
 		return a.applyRateLimitSet(c)
 	case *SettingsSet:

@@ -205,6 +205,9 @@ type QueueState struct {
 	Running     int    `json:"running"`
 	Concurrency int    `json:"concurrency"` // 0 = unlimited
 	Paused      bool   `json:"paused"`
+	// Auto, when set, makes Concurrency the effective cap the leader's
+	// controller adjusts within its bounds (apply_autoconc.go).
+	Auto *domain.AutoConcurrency `json:"auto,omitempty"`
 	// Types counts ready (indexed) tasks per dispatch type.
 	Types map[string]int `json:"types,omitempty"`
 	// PausedRuns lists the runs this queue is paused for.
