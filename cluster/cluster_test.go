@@ -273,3 +273,29 @@ func TestRestartAfterSnapshotAndCompaction(t *testing.T) {
 		t.Fatalf("restarted node has %d runs, want 25", got)
 	}
 }
+
+// A leadership transfer to the node that leads is done at once (it already
+// leads; raft itself refuses it), and one to another member moves
+// leadership there.
+func TestTransferLeadershipToTheLeaderIsDone(t *testing.T) {
+	c := NewTestCluster(t, 3, nil)
+	l := c.Leader()
+	if err := l.TransferLeadership(l.ID()); err != nil {
+		t.Fatalf("transfer to the leader itself: %v", err)
+	}
+	if !l.IsLeader() {
+		t.Fatal("the leader stepped down on a transfer to itself")
+	}
+	target := c.Followers()[0]
+	if err := l.TransferLeadership(target.ID()); err != nil {
+		t.Fatalf("transfer to %s: %v", target.ID(), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for !target.IsLeader() {
+		target.waitLeaderChange(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s never led after the transfer", target.ID())
+		}
+	}
+}

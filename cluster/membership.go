@@ -108,12 +108,20 @@ func (n *Node) RemoveServer(id string) error {
 // TransferLeadership hands leadership to id (or to the most up-to-date
 // follower when id is empty). Used for graceful stops: it takes
 // milliseconds, where an election after a crash takes about a second.
+// A transfer to the leader itself succeeds at once: it already leads.
 func (n *Node) TransferLeadership(id string) error {
 	if !n.IsLeader() {
 		return n.notLeader()
 	}
 	if id == "" {
 		return n.raft.LeadershipTransfer().Error()
+	}
+	if id == n.ID() {
+		// Asked to make the leader lead: that holds already (raft would
+		// answer "cannot transfer leadership to itself", which a caller
+		// that picked the target a moment before an election cannot avoid).
+		n.log.Info("leadership transfer to the current leader: nothing to do", "id", id)
+		return nil
 	}
 	for _, srv := range n.Servers() {
 		if srv.ID == id {
