@@ -19,6 +19,8 @@ type KeyMap struct {
 	Cancel, Interrupt, Resume, Revert, Replay, Pause key.Binding
 	// Schedule actions (the schedules screen).
 	SchedPause, Trigger, Delete key.Binding
+	// Marking runs for bulk actions (the runs screen).
+	Mark, MarkAll key.Binding
 }
 
 // NewKeyMap returns the default bindings; readOnly disables the actions.
@@ -60,6 +62,8 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		SchedPause:  b([]string{"p"}, "p", "pause/resume"),
 		Trigger:     b([]string{"t"}, "t", "trigger now"),
 		Delete:      b([]string{"d"}, "d", "delete"),
+		Mark:        b([]string{" "}, "space", "select run"),
+		MarkAll:     b([]string{"a"}, "a", "select all/none"),
 	}
 	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules"}
 	for i, n := range names {
@@ -67,7 +71,7 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		k.Screens[i] = b([]string{d}, d, n)
 	}
 	if readOnly {
-		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete} {
+		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll} {
 			a.SetEnabled(false)
 		}
 	}

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -52,6 +53,8 @@ type runsModel struct {
 	nav   listNav
 	selID string
 
+	marked marks // runs marked for a bulk action (bulk.go), cleared with the tab
+
 	filter lineInput
 	query  string
 	hay    map[string]hayEntry // lower-cased filter text per run
@@ -70,7 +73,7 @@ type runsModel struct {
 var sortKeys = []string{"created", "workflow", "state", "duration", "progress"}
 
 func newRuns(c Common) *runsModel {
-	return &runsModel{Common: c, index: map[string]int{}, dirty: map[string]bool{}, counts: map[string]int{}}
+	return &runsModel{Common: c, index: map[string]int{}, dirty: map[string]bool{}, counts: map[string]int{}, marked: marks{}}
 }
 
 // Title is the screen name.
@@ -102,14 +105,18 @@ func (m *runsModel) ShortHelp() []key.Binding {
 // FullHelp implements help.KeyMap.
 func (m *runsModel) FullHelp() [][]key.Binding {
 	k := m.Keys
-	return [][]key.Binding{k.nav(), {k.Open, k.Filter, k.Left, k.Right, k.Sort, k.Reverse}, k.runActions(), k.global()}
+	return [][]key.Binding{k.nav(), {k.Open, k.Filter, k.Left, k.Right, k.Sort, k.Reverse, k.Mark, k.MarkAll}, k.runActions(), k.global()}
 }
 
 // Capturing reports whether the filter input has the keys.
 func (m *runsModel) Capturing() bool { return m.filter.active }
 
-// Back clears a filter; false lets the root go back.
+// Back clears the marks, then a filter; false lets the root go back.
 func (m *runsModel) Back() bool {
+	if len(m.marked) > 0 {
+		clear(m.marked)
+		return true
+	}
 	if m.query != "" {
 		m.setQuery("")
 		return true
@@ -166,8 +173,55 @@ func (m *runsModel) Update(msg tea.Msg) (*runsModel, tea.Cmd) {
 		return m, m.plan()
 	case resyncMsg:
 		return m, m.resync()
+	case bulkDoneMsg:
+		clear(m.marked)
+		if msg.firstErr != nil {
+			return m, errorCmd(fmt.Errorf("%s (%s)", msg.summary(), msg.firstErr))
+		}
+		text := msg.summary()
+		return m, func() tea.Msg { return toastMsg{text} }
 	}
 	return m, nil
+}
+
+// markedRuns are the marked runs still loaded, in list order.
+func (m *runsModel) markedRuns() []rpc.Run {
+	var out []rpc.Run
+	for i := range m.length() {
+		if r := m.rows[m.rowAt(i)]; m.marked[r.ID] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// markAll marks every run shown (tab and filter), or unmarks them all if
+// they all are.
+func (m *runsModel) markAll() {
+	all := m.length() > 0
+	for i := range m.length() {
+		all = all && m.marked[m.rows[m.rowAt(i)].ID]
+	}
+	clear(m.marked)
+	if !all {
+		for i := range m.length() {
+			m.marked[m.rows[m.rowAt(i)].ID] = true
+		}
+	}
+}
+
+// bulkKey handles the run verbs while runs are marked.
+func (m *runsModel) bulkKey(msg tea.KeyMsg) tea.Cmd {
+	k := m.Keys
+	switch {
+	case key.Matches(msg, k.Cancel):
+		m.post(confirmBulk(m.Common, bulkCancel, m.markedRuns()))
+	case key.Matches(msg, k.Replay):
+		m.post(confirmBulk(m.Common, bulkRetry, m.markedRuns()))
+	default:
+		return errorCmd(fmt.Errorf("%d runs selected: c cancels them, R retries them, esc clears the selection", len(m.marked)))
+	}
+	return nil
 }
 
 func (m *runsModel) key(msg tea.KeyMsg) tea.Cmd {
@@ -207,7 +261,19 @@ func (m *runsModel) key(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Reverse):
 		m.asc = !m.asc
 		return m.resort()
+	case key.Matches(msg, k.Mark):
+		if r, ok := m.selected(); ok {
+			m.marked.toggle(r.ID)
+			m.nav.move(1)
+			m.selID = m.selRowID()
+			return m.extend()
+		}
+	case key.Matches(msg, k.MarkAll):
+		m.markAll()
 	default:
+		if _, ok := verbFor(k, msg); ok && len(m.marked) > 0 {
+			return m.bulkKey(msg)
+		}
 		if v, ok := verbFor(k, msg); ok {
 			if r, ok := m.selected(); ok {
 				m.post(confirmRun(m.Common, v, r))
@@ -228,6 +294,7 @@ func (m *runsModel) selRowID() string {
 func (m *runsModel) setTab(t int) tea.Cmd {
 	m.tab = t
 	m.rows, m.index, m.more, m.next, m.view = nil, map[string]int{}, false, "", nil
+	clear(m.marked)
 	m.nav = listNav{}
 	m.selID = ""
 	m.wantAll, m.goBottom = m.query != "" || m.sortBy != 0 || m.asc, false
@@ -529,6 +596,9 @@ func (m *runsModel) View() string {
 	b.WriteByte('\n')
 	cols, barW := runColumns(m.Width)
 	t := newTable(st, cols, m.Width)
+	if len(m.marked) > 0 {
+		t.marked = func(i int) bool { return m.marked[m.rows[m.rowAt(i)].ID] }
+	}
 	narrow := len(cols) < 7
 	now := m.Now()
 	empty := "no runs"
@@ -599,6 +669,9 @@ func (m *runsModel) statusView() string {
 		dir = "↑"
 	}
 	parts = append(parts, "sort "+sortKeys[m.sortBy]+" "+dir)
+	if n := len(m.marked); n > 0 {
+		parts = append(parts, itoa(n)+" selected (c cancel, R retry, esc clear)")
+	}
 	if m.query != "" {
 		parts = append(parts, "filter \""+m.query+"\" ("+itoa(len(m.view))+" match)")
 	}

@@ -45,6 +45,7 @@ type Styles struct {
 
 	// Drawing characters.
 	Cursor, BarFull, BarEmpty, RuleChar, FoldOpen, FoldClosed string
+	Mark                                                      string // a row marked for a bulk action
 	Spark                                                     []string
 	Border                                                    lipgloss.Border
 
@@ -80,6 +81,7 @@ func NewStyles(ascii bool) *Styles {
 		JSONNumber:  n().Foreground(lipgloss.Color("6")),
 		JSONLiteral: n().Foreground(lipgloss.Color("5")),
 		Cursor:      "›",
+		Mark:        "◆",
 		BarFull:     "█",
 		BarEmpty:    "░",
 		RuleChar:    "─",
@@ -93,6 +95,7 @@ func NewStyles(ascii bool) *Styles {
 	if ascii {
 		s.BarFull, s.BarEmpty, s.RuleChar = "#", ".", "-"
 		s.FoldOpen, s.FoldClosed = "-", "+"
+		s.Mark = "*"
 		s.Spark = []string{" ", ".", ":", "-", "=", "+", "*", "#", "@"}
 		s.Border = lipgloss.Border{Top: "-", Bottom: "-", Left: "|", Right: "|",
 			TopLeft: "+", TopRight: "+", BottomLeft: "+", BottomRight: "+"}

@@ -99,6 +99,7 @@ type table struct {
 	cols   []column
 	widths []int
 	width  int
+	marked func(i int) bool // rows marked for a bulk action (nil: none)
 }
 
 func newTable(st *Styles, cols []column, width int) table {
@@ -137,11 +138,18 @@ func (t table) line(gutter string, cells []string) string {
 
 // row renders one row; the selected one gets the cursor and the selection
 // style (its colours are dropped so the highlight reads as one bar).
-func (t table) row(cells []string, selected bool) string {
-	if !selected {
-		return t.line("  ", cells)
+func (t table) row(cells []string, selected bool) string { return t.markedRow(cells, selected, false) }
+
+// markedRow is row with a mark in the gutter's second cell.
+func (t table) markedRow(cells []string, selected, marked bool) string {
+	mark := " "
+	if marked {
+		mark = t.st.Mark
 	}
-	l := t.line(t.st.Cursor+" ", cells)
+	if !selected {
+		return t.line(" "+mark, cells)
+	}
+	l := t.line(t.st.Cursor+mark, cells)
 	return t.st.Selected.Render(ansi.Strip(l))
 }
 
@@ -152,7 +160,7 @@ func (t table) render(nav listNav, h int, empty string, cells func(i int) []stri
 	lines = append(lines, t.header())
 	from, to := nav.visible()
 	for i := from; i < to && len(lines) < h; i++ {
-		lines = append(lines, t.row(cells(i), i == nav.cursor))
+		lines = append(lines, t.markedRow(cells(i), i == nav.cursor, t.marked != nil && t.marked(i)))
 	}
 	if nav.n == 0 && empty != "" {
 		lines = append(lines, "  "+t.st.Subtle.Render(empty))
