@@ -41,7 +41,7 @@ func TestThroughputSeries(t *testing.T) {
 	r.add([]rpc.Event{
 		{Kind: "task", RunID: "r", TaskKey: "a", Attempt: 1, From: "ready", To: "running", Transition: "claim", At: now.Add(-9 * time.Second)},
 		{Kind: "task", RunID: "r", TaskKey: "a", Attempt: 1, From: "running", To: "succeeded", At: now.Add(-3 * time.Second)},
-		{Kind: "task", RunID: "r", TaskKey: "b", Attempt: 2, From: "running", To: "retrying", At: now.Add(-3 * time.Second)}, // claim not seen
+		{Kind: "task", RunID: "r", TaskKey: "b", Attempt: 2, From: "running", To: "retrying", At: now.Add(-3 * time.Second)},   // claim not seen
 		{Kind: "task", RunID: "r", TaskKey: "c", Attempt: 1, From: "running", To: "succeeded", At: now.Add(-11 * time.Minute)}, // too old
 		{Kind: "run", RunID: "r", From: "running", To: "succeeded", At: now},
 	}, now)
