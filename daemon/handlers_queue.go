@@ -35,6 +35,9 @@ func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error
 			rq.Breakers = append(rq.Breakers, toBreaker(b))
 		}
 		addRateLimits(&rq, q.QueueState, now)
+		if q.Auto != nil {
+			rq.Auto = &rpc.QueueAuto{Min: q.Auto.Min, Max: q.Auto.Max, TargetLatencyMS: q.Auto.TargetLatencyMS}
+		}
 		out.Queues = append(out.Queues, rq)
 	}
 	for _, b := range bs {
@@ -77,10 +80,13 @@ func (a *Agent) queueSet(ctx context.Context, p rpc.QueueSetParams) (rpc.Changed
 	if p.Name == "" {
 		return rpc.ChangedResult{}, invalid("name (the queue) is required")
 	}
+	if err := checkAutoParams(p); err != nil {
+		return rpc.ChangedResult{}, err
+	}
 	if p.Rate != nil || p.Type != "" || p.Burst != 0 {
 		return a.queueSetRate(ctx, p)
 	}
-	return a.changeOnLeader(ctx, rpc.MethodQueueSet, p, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency})
+	return a.changeOnLeader(ctx, rpc.MethodQueueSet, p, concurrencyCmd(p))
 }
 
 func (a *Agent) queueDelete(ctx context.Context, p rpc.QueueDeleteParams) (rpc.ChangedResult, error) {

@@ -38,8 +38,8 @@ func (a *Agent) queueSetRate(ctx context.Context, p rpc.QueueSetParams) (rpc.Cha
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodQueueSet, p, func(ctx context.Context) (rpc.ChangedResult, error) {
 		out := rpc.ChangedResult{}
-		if p.Concurrency != 0 {
-			res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, &fsm.QueueSet{Name: p.Name, Concurrency: p.Concurrency}, alone)
+		if p.Concurrency != 0 || p.Auto {
+			res, idx, err := propose[fsm.ChangedResult](ctx, a.prop, concurrencyCmd(p), alone)
 			if err != nil {
 				return out, err
 			}

@@ -27,7 +27,6 @@ type metrics struct {
 	claimed   prometheus.Counter
 	completed prometheus.Counter
 	failed    prometheus.Counter
-	tasks     *taskMetrics // queue wait, run time, run duration, attempts (taskmetrics.go)
 }
 
 var (
@@ -47,8 +46,7 @@ func newMetrics(a *Agent) *metrics {
 	// Go and process metrics come from the default registry, gathered
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
-	m.tasks = newTaskMetrics(a.prop.IsLeader)
-	m.reg.MustRegister(m.tasks.collectors()...)
+	m.reg.MustRegister(concurrencyCollector{a}) // flowd_queue_concurrency_limit (autoconc.go)
 	raftSinkOnce.Do(func() {
 		raftMetrics = newRaftSink()
 		cfg := gometrics.DefaultConfig("flowd")

@@ -536,6 +536,9 @@ type Queue struct {
 	TypeLimits map[string]RateLimit `json:"type_limits,omitempty"`
 	Leased     uint64               `json:"leased"`
 	Throttled  uint64               `json:"throttled"`
+	// Auto is set when the queue's concurrency is auto; Concurrency is then
+	// the effective cap the leader set.
+	Auto *QueueAuto `json:"auto,omitempty"`
 }
 
 // QueueListResult of queue.list.
@@ -566,6 +569,13 @@ type QueueSetParams struct {
 	Rate  *float64 `json:"rate,omitempty"`
 	Burst int      `json:"burst,omitempty"`
 	Type  string   `json:"type,omitempty"`
+	// Auto is `"concurrency": "auto"` (autoconc.go): the leader adjusts the
+	// cap between Min and Max from completion latency against
+	// TargetLatencyMS (0: 1000). A number for concurrency turns it off.
+	Auto            bool  `json:"-"`
+	Min             int   `json:"min,omitempty"`
+	Max             int   `json:"max,omitempty"`
+	TargetLatencyMS int64 `json:"target_latency_ms,omitempty"`
 }
 
 // Settings of settings.get / settings.set (set: only given fields change).

@@ -49,6 +49,8 @@ type queuesModel struct {
 	runPauses map[string]map[string]bool
 	// leases samples each queue's lease counter (queues_rate.go).
 	leases map[string]leaseSample
+	// caps are the recent caps of auto queues (queues_auto.go).
+	caps map[string][]int
 }
 
 func newQueues(c Common) *queuesModel {
@@ -128,6 +130,7 @@ func (m *queuesModel) Update(msg tea.Msg) (*queuesModel, tea.Cmd) {
 		}
 		m.queues, m.breakers, m.stats, m.loaded = msg.res.Queues, msg.res.Breakers, msg.stats, true
 		m.sampleLeases()
+		m.sampleCaps()
 		m.nav.set(len(m.queues), m.listHeight())
 		if i := slices.IndexFunc(m.queues, func(q rpc.Queue) bool { return q.Name == sel }); i >= 0 {
 			m.nav.to(i)
@@ -139,6 +142,7 @@ func (m *queuesModel) Update(msg tea.Msg) (*queuesModel, tea.Cmd) {
 			case "task", "queue", "breaker", "compensation":
 				m.dirty = true
 			}
+			m.noteCap(e)
 			if e.Kind == "queue" && e.RunID != "" && (e.Transition == "pause" || e.Transition == "resume") {
 				p := m.runPauses[e.Queue]
 				if p == nil {
@@ -256,10 +260,7 @@ func (m *queuesModel) View() string {
 	t := newTable(st, cols, m.Width)
 	b.WriteString(t.render(m.nav, m.listHeight()+1, "no queues yet (a queue appears with its first task)", func(i int) []string {
 		q := &m.queues[i]
-		capacity := "∞"
-		if q.Concurrency > 0 {
-			capacity = itoa(q.Concurrency)
-		}
+		capacity := capCell(q)
 		paused := "-"
 		switch {
 		case q.Paused:
@@ -304,7 +305,7 @@ func (m *queuesModel) detail() string {
 		}
 		brs = append(brs, st.Paint(strings.ReplaceAll(br.State, "_", "-"), s+")"))
 	}
-	line1 := st.Title.Render("queue "+q.Name) + " · ready by type: " + dash(strings.Join(types, " ")) + m.limitDetail(q)
+	line1 := st.Title.Render("queue "+q.Name) + " · ready by type: " + dash(strings.Join(types, " ")) + m.limitDetail(q) + m.autoDetail(q)
 	line2 := "breakers: " + dash(strings.Join(brs, " · "))
 	if runs := m.pausedRuns(&q); len(runs) > 0 {
 		for i, r := range runs {

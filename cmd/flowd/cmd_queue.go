@@ -22,10 +22,13 @@ var queueCommand = &cli.Command{
 		queuePauseCommand("resume", false),
 		{
 			Name:      "set",
-			Usage:     "set a queue's concurrency cap (0 = unlimited) or rate limit (tasks per second)",
+			Usage:     "set a queue's concurrency cap (0 = unlimited, or auto between --min and --max) or rate limit (tasks per second)",
 			ArgsUsage: "NAME",
 			Flags: []cli.Flag{
-				&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Usage: "at most `N` running tasks (0 = unlimited)"},
+				&cli.StringFlag{Name: "concurrency", Aliases: []string{"c"}, Usage: "at most `N` running tasks (0 = unlimited), or auto: the leader adjusts the cap from completion latency"},
+				&cli.IntFlag{Name: "min", Usage: "with --concurrency auto: the cap's floor `N` (at least 1)"},
+				&cli.IntFlag{Name: "max", Usage: "with --concurrency auto: the cap's ceiling `N` (where it starts)"},
+				&cli.DurationFlag{Name: "target-latency", Usage: "with --concurrency auto: claim-to-completion latency `D` to stay under (default 1s)"},
 				&cli.Float64Flag{Name: "rate", Usage: "lease at most `R` tasks per second (0 removes the limit)"},
 				&cli.IntFlag{Name: "burst", Usage: "with --rate: at most `B` leases at once after a quiet spell (default 1: never more than R in any second)"},
 				&cli.StringFlag{Name: "type", Usage: "with --rate: limit only this task `TYPE`'s tasks in the queue"},
@@ -78,10 +81,7 @@ func queueListAction(cCtx *cli.Context) error {
 	tw := newTable(w)
 	row(tw, "QUEUE", "READY", "RUNNING", "CONCURRENCY", "RATE LIMIT", "PAUSED", "OLDEST READY", "BREAKERS")
 	for _, q := range res.Queues {
-		conc := "unlimited"
-		if q.Concurrency > 0 {
-			conc = fmt.Sprint(q.Concurrency)
-		}
+		conc := concurrencyText(q)
 		paused := "no"
 		if q.Paused {
 			paused = "‖ yes"
@@ -163,9 +163,15 @@ func queueSetAction(cCtx *cli.Context) error {
 		return queueSetRateAction(cCtx)
 	}
 	if !cCtx.IsSet("concurrency") {
-		return usageErr(cCtx, "--concurrency N (0 = unlimited) or --rate R (tasks per second) is required")
+		return usageErr(cCtx, "--concurrency N (0 = unlimited), --concurrency auto --min N --max M, or --rate R (tasks per second) is required")
 	}
-	n := cCtx.Int("concurrency")
+	n, auto, err := concurrencyFlag(cCtx)
+	if err != nil {
+		return err
+	}
+	if auto {
+		return queueSetAutoAction(cCtx)
+	}
 	if n < 0 {
 		return usageErr(cCtx, "--concurrency %d: want 0 (unlimited) or more", n)
 	}

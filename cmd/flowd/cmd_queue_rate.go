@@ -20,11 +20,18 @@ func queueSetRateAction(cCtx *cli.Context) error {
 	if rate < 0 || burst < 0 {
 		return usageErr(cCtx, "--rate and --burst must be 0 or more (--rate 0 removes the limit)")
 	}
-	if cCtx.IsSet("concurrency") && cCtx.Int("concurrency") <= 0 {
+	n, auto, err := concurrencyFlag(cCtx)
+	if err != nil {
+		return err
+	}
+	if cCtx.IsSet("concurrency") && !auto && n <= 0 {
 		return usageErr(cCtx, "with --rate, --concurrency must be above 0 (set unlimited concurrency in its own call: flowd queue set %s --concurrency 0)", cCtx.Args().First())
 	}
 	q := cCtx.Args().First()
-	p := rpc.QueueSetParams{Name: q, Concurrency: cCtx.Int("concurrency"), Rate: &rate, Burst: burst, Type: typ}
+	p := rpc.QueueSetParams{Name: q, Concurrency: n, Rate: &rate, Burst: burst, Type: typ}
+	if auto {
+		p.Auto, p.Min, p.Max, p.TargetLatencyMS = true, cCtx.Int("min"), cCtx.Int("max"), cCtx.Duration("target-latency").Milliseconds()
+	}
 	var res rpc.ChangedResult
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
 		return c.CallIdempotent(ctx, rpc.MethodQueueSet, p, &res)
