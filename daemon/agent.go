@@ -118,6 +118,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.wire(a.node, a.node.FSM())
+	a.node.FSM().SetCommitHook(a.metrics.tasks.observe)
 	if a.tls != nil {
 		a.proxy.dial = a.tlsForwardDialer()
 	}

@@ -27,6 +27,7 @@ type metrics struct {
 	claimed   prometheus.Counter
 	completed prometheus.Counter
 	failed    prometheus.Counter
+	tasks     *taskMetrics // queue wait, run time, run duration, attempts (taskmetrics.go)
 }
 
 var (
@@ -47,6 +48,8 @@ func newMetrics(a *Agent) *metrics {
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	m.reg.MustRegister(concurrencyCollector{a}) // flowd_queue_concurrency_limit (autoconc.go)
+	m.tasks = newTaskMetrics(a.prop.IsLeader)
+	m.reg.MustRegister(m.tasks.collectors()...)
 	raftSinkOnce.Do(func() {
 		raftMetrics = newRaftSink()
 		cfg := gometrics.DefaultConfig("flowd")

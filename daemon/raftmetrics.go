@@ -35,6 +35,15 @@ type raftSink struct {
 
 	mu   sync.Mutex
 	vecs map[string]raftVec // by metric name
+	// seen maps what a call reports (its kind, key and label names, as
+	// cacheKey writes them) to its metric, so a repeated report (every
+	// commit reports several) builds no names.
+	seen map[string]seenVec
+}
+
+type seenVec struct {
+	v  raftVec
+	ok bool
 }
 
 type raftVec struct {
@@ -48,7 +57,7 @@ type raftVec struct {
 var raftBuckets = prometheus.ExponentialBuckets(0.00005, 2, 16)
 
 func newRaftSink() *raftSink {
-	s := &raftSink{reg: prometheus.NewRegistry(), vecs: map[string]raftVec{}}
+	s := &raftSink{reg: prometheus.NewRegistry(), vecs: map[string]raftVec{}, seen: map[string]seenVec{}}
 	s.dropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "flowd_raft_metrics_dropped_total",
 		Help: "Raft metric samples dropped: a go-metrics key reported with label names that differ from its first report."})
 	s.reg.MustRegister(s.dropped)
@@ -154,6 +163,37 @@ func (s *raftSink) vec(name string, labels []string, mk func() raftVec) (raftVec
 	return v, sameNames(v.labels, labels)
 }
 
+// cacheKey writes kind, key and label names into buf (no allocation for
+// the usual short keys).
+func cacheKey(buf []byte, kind byte, key []string, labels []gometrics.Label) []byte {
+	buf = append(buf, kind)
+	for _, k := range key {
+		buf = append(append(buf, k...), '.')
+	}
+	for _, l := range labels {
+		buf = append(append(buf, '|'), l.Name...)
+	}
+	return buf
+}
+
+// lookup returns the metric a report goes to (ok false: dropped), making
+// it on the first report of its kind, key and label names with mk.
+func (s *raftSink) lookup(kind byte, key []string, labels []gometrics.Label, mk func() (raftVec, bool)) (raftVec, bool) {
+	var arr [128]byte
+	ck := cacheKey(arr[:0], kind, key, labels)
+	s.mu.Lock()
+	e, hit := s.seen[string(ck)]
+	s.mu.Unlock()
+	if hit {
+		return e.v, e.ok
+	}
+	v, ok := mk()
+	s.mu.Lock()
+	s.seen[string(ck)] = seenVec{v, ok}
+	s.mu.Unlock()
+	return v, ok
+}
+
 func help(kind string, key []string) string {
 	return "hashicorp/raft " + kind + " " + strings.Join(key, ".") + " (go-metrics)."
 }
@@ -161,19 +201,29 @@ func help(kind string, key []string) string {
 func (s *raftSink) SetGauge(key []string, val float32) { s.SetGaugeWithLabels(key, val, nil) }
 
 func (s *raftSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
-	name := promName(key, "")
-	if name == "" {
-		return
-	}
-	names := labelNames(labels)
-	v, ok := s.vec(name, names, func() raftVec {
-		return raftVec{gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help("gauge", key)}, names)}
+	v, ok := s.lookup('g', key, labels, func() (raftVec, bool) {
+		name := promName(key, "")
+		if name == "" {
+			return raftVec{}, false
+		}
+		names := labelNames(labels)
+		v, ok := s.vec(name, names, func() raftVec {
+			return raftVec{gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help("gauge", key)}, names)}
+		})
+		return v, ok && v.gauge != nil
 	})
-	if !ok || v.gauge == nil {
-		s.dropped.Inc()
+	if !ok {
+		s.drop(key)
 		return
 	}
 	v.gauge.WithLabelValues(labelValues(labels)...).Set(float64(val))
+}
+
+// drop counts a dropped report (runtime keys are left out silently).
+func (s *raftSink) drop(key []string) {
+	if promName(key, "") != "" {
+		s.dropped.Inc()
+	}
 }
 
 // EmitKey is go-metrics' key/value event; nothing in raft's metrics uses
@@ -183,16 +233,22 @@ func (s *raftSink) EmitKey([]string, float32) {}
 func (s *raftSink) IncrCounter(key []string, val float32) { s.IncrCounterWithLabels(key, val, nil) }
 
 func (s *raftSink) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
-	name := promName(key, "_total")
-	if name == "" || val < 0 {
+	if val < 0 {
 		return
 	}
-	names := labelNames(labels)
-	v, ok := s.vec(name, names, func() raftVec {
-		return raftVec{counter: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help("counter", key)}, names)}
+	v, ok := s.lookup('c', key, labels, func() (raftVec, bool) {
+		name := promName(key, "_total")
+		if name == "" {
+			return raftVec{}, false
+		}
+		names := labelNames(labels)
+		v, ok := s.vec(name, names, func() raftVec {
+			return raftVec{counter: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help("counter", key)}, names)}
+		})
+		return v, ok && v.counter != nil
 	})
-	if !ok || v.counter == nil {
-		s.dropped.Inc()
+	if !ok {
+		s.drop(key)
 		return
 	}
 	v.counter.WithLabelValues(labelValues(labels)...).Add(float64(val))
@@ -204,21 +260,27 @@ func (s *raftSink) AddSample(key []string, val float32) { s.AddSampleWithLabels(
 // MeasureSince reports, observed here in seconds) unless sampleUnits lists
 // the key as a size, a count or a ratio.
 func (s *raftSink) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if len(key) == 0 {
+		return
+	}
 	u := sampleUnits[key[len(key)-1]]
 	if u.suffix == "" && u.buckets == nil {
 		u = sampleUnit{suffix: "_seconds", scale: 0.001, buckets: raftBuckets}
 	}
-	name := promName(key, u.suffix)
-	if name == "" {
-		return
-	}
-	names := labelNames(labels)
-	v, ok := s.vec(name, names, func() raftVec {
-		return raftVec{histogram: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name,
-			Help: help("sample", key), Buckets: u.buckets}, names)}
+	v, ok := s.lookup('h', key, labels, func() (raftVec, bool) {
+		name := promName(key, u.suffix)
+		if name == "" {
+			return raftVec{}, false
+		}
+		names := labelNames(labels)
+		v, ok := s.vec(name, names, func() raftVec {
+			return raftVec{histogram: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name,
+				Help: help("sample", key), Buckets: u.buckets}, names)}
+		})
+		return v, ok && v.histogram != nil
 	})
-	if !ok || v.histogram == nil {
-		s.dropped.Inc()
+	if !ok {
+		s.drop(key)
 		return
 	}
 	v.histogram.WithLabelValues(labelValues(labels)...).Observe(float64(val) * u.scale)

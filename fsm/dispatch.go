@@ -108,6 +108,13 @@ func (a *applier) grantLease(t *Task, worker, req string, comp bool, n int) {
 	a.queue(t.Queue).Running++
 }
 
+// endedAttempt is an attempt endLease closed, for the task's next event.
+type endedAttempt struct {
+	task      *Task
+	outcome   string
+	claimedAt int64
+}
+
 // endLease releases t's lease and closes its current attempt.
 func (a *applier) endLease(t *Task, outcome, errMsg string) {
 	if t.LeaseExpiresAt != 0 {
@@ -121,6 +128,9 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 		at := &t.Attempts[n-1]
 		at.EndedAt, at.Outcome, at.Error = a.now, outcome, errMsg
 		a.sealLogs(t, at)
+		if !at.Compensation {
+			a.ended = endedAttempt{task: t, outcome: outcome, claimedAt: at.ClaimedAt}
+		}
 	}
 	if b := a.breaker(dispatchType(t)); b.Trial == t.ID() {
 		b.Trial = ""

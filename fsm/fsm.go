@@ -61,6 +61,18 @@ type FSM struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every commit
 	lastEvs []Event
+	hook    atomic.Pointer[func([]Event)]
+}
+
+// SetCommitHook sets fn to be called with the events of every commit, after
+// they are published, on the applying goroutine (nil removes it). fn must be
+// quick, must not keep or modify the slice, and must not wait for the FSM.
+func (f *FSM) SetCommitHook(fn func([]Event)) {
+	if fn == nil {
+		f.hook.Store(nil)
+		return
+	}
+	f.hook.Store(&fn)
 }
 
 // Options configure an FSM.
@@ -249,6 +261,9 @@ func (f *FSM) publish(events []Event) {
 	f.lastEvs = events
 	f.mu.Unlock()
 	close(ch)
+	if fn := f.hook.Load(); fn != nil && len(events) > 0 {
+		(*fn)(events)
+	}
 }
 
 // run decodes and applies one command, turning a panic into an error.
@@ -382,6 +397,9 @@ type applier struct {
 	evSeq  uint32 // per-entry event counter
 	limits domain.Limits
 	events []Event
+	// ended is the attempt endLease closed last, until the task's next
+	// event carries it (Event.Since, Event.Outcome).
+	ended endedAttempt
 	// startAt is the delayed start of the run the current Submit creates.
 	startAt int64
 	// readyCursor remembers, during one claim, where each ready list's

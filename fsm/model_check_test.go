@@ -157,6 +157,7 @@ func (m *model) check(rt *rapid.T) {
 		}
 	}
 	m.evNext = m.h.index + 1
+	m.checkStored(rt)
 }
 
 func countTrue(m *model, pred func(*mTask) bool) int {

@@ -62,6 +62,8 @@ func (t *mTask) id() string { return t.run.id + "/" + t.key }
 
 type mRun struct {
 	id     string
+	def    string // the definition it was submitted by, and its version
+	defV   int
 	revert bool // on_failure revert
 	state  domain.RunState
 	from   domain.RunState // state an interrupted run resumes into
@@ -70,9 +72,10 @@ type mRun struct {
 }
 
 type model struct {
-	h      *harness
-	runs   []*mRun
-	evNext uint64
+	h       *harness
+	runs    []*mRun
+	evNext  uint64
+	mStored // schedules and definitions (model_schedule_test.go)
 }
 
 func (m *model) now() int64 { return m.h.now }
@@ -251,7 +254,18 @@ func (m *model) submit(rt *rapid.T) {
 	if len(m.runs) >= 3 {
 		rt.Skip("enough runs")
 	}
-	n := rapid.IntRange(1, 5).Draw(rt, "tasks")
+	spec := drawSpec(rt, 5)
+	id := fmt.Sprintf("run%d", len(m.runs))
+	res := m.h.ok(&Submit{ID: id, Spec: spec}).(*SubmitResult)
+	if !res.Created || res.State != domain.RunRunning {
+		rt.Fatalf("submit: %+v", res)
+	}
+	m.addRun(id, spec)
+}
+
+// drawSpec draws a workflow of 1 to maxTasks tasks.
+func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
+	n := rapid.IntRange(1, maxTasks).Draw(rt, "tasks")
 	spec := domain.Spec{OnFailure: rapid.SampledFrom([]string{"fail", "revert"}).Draw(rt, "on_failure")}
 	for i := 0; i < n; i++ {
 		ts := domain.TaskSpec{
@@ -269,11 +283,12 @@ func (m *model) submit(rt *rapid.T) {
 		}
 		spec.Tasks = append(spec.Tasks, ts)
 	}
-	r := &mRun{id: fmt.Sprintf("run%d", len(m.runs)), revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{}}
-	res := m.h.ok(&Submit{ID: r.id, Spec: spec}).(*SubmitResult)
-	if !res.Created || res.State != domain.RunRunning {
-		rt.Fatalf("submit: %+v", res)
-	}
+	return spec
+}
+
+// addRun adds the run id of spec that the last entry created (running).
+func (m *model) addRun(id string, spec domain.Spec) *mRun {
+	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{}}
 	for _, ts := range spec.Normalize().Tasks {
 		t := &mTask{run: r, key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps,
 			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
@@ -286,6 +301,16 @@ func (m *model) submit(rt *rapid.T) {
 	}
 	m.runs = append(m.runs, r)
 	m.promote(r)
+	return r
+}
+
+func (m *model) run(id string) *mRun {
+	for _, r := range m.runs {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
 }
 
 func (m *model) claim(rt *rapid.T) {
@@ -527,6 +552,26 @@ func (m *model) tick(rt *rapid.T) {
 	}
 }
 
+// cancelRun cancels a running, reverting or interrupted run.
+func (m *model) cancelRun(r *mRun) {
+	for _, t := range r.tasks {
+		if m.cancelWaiting(t) {
+			continue
+		}
+		switch t.state {
+		case domain.TaskRunning:
+			m.endLease(t, OutcomeCancelled)
+			t.state = domain.TaskCancelled
+		case domain.TaskReverting:
+			if t.leased {
+				m.endLease(t, OutcomeCancelled)
+			}
+			t.state, t.comp, t.retryAt = domain.TaskCancelled, "cancelled", 0
+		}
+	}
+	r.state = domain.RunCancelled
+}
+
 func (m *model) verb(rt *rapid.T) {
 	if len(m.runs) == 0 {
 		rt.Skip("no runs")
@@ -537,22 +582,7 @@ func (m *model) verb(rt *rapid.T) {
 	want, s := true, r.state
 	switch {
 	case msg == MsgCancelRun && (s == domain.RunRunning || s == domain.RunReverting || s == domain.RunInterrupted):
-		for _, t := range r.tasks {
-			if m.cancelWaiting(t) {
-				continue
-			}
-			switch t.state {
-			case domain.TaskRunning:
-				m.endLease(t, OutcomeCancelled)
-				t.state = domain.TaskCancelled
-			case domain.TaskReverting:
-				if t.leased {
-					m.endLease(t, OutcomeCancelled)
-				}
-				t.state, t.comp, t.retryAt = domain.TaskCancelled, "cancelled", 0
-			}
-		}
-		r.state = domain.RunCancelled
+		m.cancelRun(r)
 	case msg == MsgInterrupt && (s == domain.RunRunning || s == domain.RunReverting):
 		r.state, r.from = domain.RunInterrupted, s
 	case msg == MsgResume && s == domain.RunInterrupted:

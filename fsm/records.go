@@ -347,4 +347,14 @@ type Event struct {
 	Queue      string `json:"queue,omitempty"`
 	Type       string `json:"type,omitempty"`
 	Error      string `json:"error,omitempty"`
+	// Since, Outcome and Workflow are not stored (json "-"): they reach
+	// only the events a commit publishes (LastEvents, the commit hook), for
+	// the leader's histograms. On a task's claim, Since is when it became
+	// ready; on the edge that ends an attempt, when the attempt was claimed,
+	// and Outcome is the attempt's; on a run's edge into a done state, when
+	// the run started (or was created, if it never started), and Workflow
+	// is its workflow's name.
+	Since    int64  `json:"-"`
+	Outcome  string `json:"-"`
+	Workflow string `json:"-"`
 }

@@ -330,6 +330,13 @@ func (a *applier) stepTask(r *Run, t *Task, edge string, extra func(*Event)) {
 	r.Counts[to]++
 	ev := Event{Kind: "task", RunID: t.RunID, TaskKey: t.Key, Transition: edge, From: string(from),
 		To: string(to), Attempt: t.Attempt, Queue: t.Queue, Type: t.Type}
+	switch {
+	case edge == domain.EdgeClaim:
+		ev.Since = t.ReadyAt
+	case a.ended.task == t:
+		ev.Since, ev.Outcome = a.ended.claimedAt, a.ended.outcome
+		a.ended = endedAttempt{}
+	}
 	if extra != nil {
 		extra(&ev)
 	}
@@ -343,7 +350,14 @@ func (a *applier) stepRun(r *Run, edge string) {
 	to, err := domain.RunMachine.Step(from, edge)
 	must(err)
 	a.setRunState(r, to)
-	a.emit(Event{Kind: "run", RunID: r.ID, Transition: edge, From: string(from), To: string(to), Error: r.Reason})
+	ev := Event{Kind: "run", RunID: r.ID, Transition: edge, From: string(from), To: string(to), Error: r.Reason}
+	if to.Done() {
+		ev.Since, ev.Workflow = r.StartedAt, r.Workflow
+		if ev.Since == 0 {
+			ev.Since = r.CreatedAt
+		}
+	}
+	a.emit(ev)
 }
 
 func activeRun(s domain.RunState) bool {

@@ -43,6 +43,7 @@ type rpcCalls interface {
 	Stats(ctx context.Context) (*rpc.ClusterStats, error)
 	Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
 	TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error)
+	TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error)
 }
 
 var (
@@ -234,6 +235,9 @@ func (l *Live) RunVerb(ctx context.Context, method, id, reason string) (*rpc.Cha
 }
 func (l *Live) Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.Replay(ctx, p) })
+}
+func (l *Live) TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SignalResult, error) { return c.TaskSignal(ctx, p) })
 }
 func (l *Live) Queues(ctx context.Context) (*rpc.QueueListResult, error) { return l.c().Queues(ctx) }
 func (l *Live) QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {

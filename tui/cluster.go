@@ -14,7 +14,8 @@ import (
 // The cluster screen: every endpoint of --addr probed directly with
 // cluster.status (probeMsg, shared with the header), the raft
 // configuration, and the leadership changes seen so far (from comparing
-// successive probes: a new leader id or a higher term).
+// successive probes: a new leader id or a higher term), and throughput
+// and latency over the last minutes from the event stream (cluster_rate.go).
 
 // leaderChange is one observed change of leadership.
 type leaderChange struct {
@@ -37,6 +38,7 @@ type clusterModel struct {
 	nav      listNav
 	observed bool
 	known    map[string]string // node id -> endpoint it answered on
+	rate     throughput
 }
 
 func newCluster(c Common) *clusterModel { return &clusterModel{Common: c} }
@@ -88,6 +90,8 @@ func (m *clusterModel) Update(msg tea.Msg) (*clusterModel, tea.Cmd) {
 		}
 		m.nav.set(len(m.nodes), max(len(m.nodes), 1))
 		m.observe(msg)
+	case eventsMsg:
+		m.rate.add(msg.Events, m.Now())
 	case connMsg:
 		if msg.State == connLive {
 			m.current = msg.Endpoint
@@ -185,6 +189,7 @@ func (m *clusterModel) View() string {
 		return []string{ep, s.NodeID, st.Paint(color, g+" "+word), utoa(s.Term), dash(s.LeaderID), utoa(s.CommitIndex),
 			utoa(s.AppliedIndex), utoa(maxApplied - s.AppliedIndex), contact(s.LastContact), rtt(n.RTT), dash(s.Version), ""}
 	}))
+	b.WriteString("\n\n" + m.rateView())
 	b.WriteString("\n\n" + st.Title.Render("Raft configuration") + "\n")
 	b.WriteString(m.peersView())
 	b.WriteString("\n\n" + st.Title.Render("Leadership changes") + st.Subtle.Render("  (newest first, since the TUI started)") + "\n")

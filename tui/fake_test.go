@@ -377,3 +377,20 @@ func (f *fakeClient) called() []string {
 	defer f.mu.Unlock()
 	return slices.Clone(f.calls)
 }
+
+func (f *fakeClient) TaskSignal(_ context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("signal %s/%s %s token=%d id=%v", p.RunID, p.Key, p.Payload, p.FencingToken, p.SignalID != ""))
+	r, err := f.find(p.RunID)
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range f.tasks[r.ID] {
+		if t.Key == p.Key && t.Waiting {
+			f.tasks[r.ID][i].Waiting, f.tasks[r.ID][i].State, f.tasks[r.ID][i].Result = false, domain.TaskSucceeded, p.Payload
+			return &rpc.SignalResult{Accepted: true, Tasks: []string{p.Key}, Index: 2100}, nil
+		}
+	}
+	return &rpc.SignalResult{}, nil
+}

@@ -21,6 +21,8 @@ type KeyMap struct {
 	SchedPause, Trigger, Delete key.Binding
 	// Marking runs for bulk actions (the runs screen).
 	Mark, MarkAll key.Binding
+	// Approve a waiting task (the task screen).
+	Approve key.Binding
 }
 
 // NewKeyMap returns the default bindings; readOnly disables the actions.
@@ -64,6 +66,7 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		Delete:      b([]string{"d"}, "d", "delete"),
 		Mark:        b([]string{" "}, "space", "select run"),
 		MarkAll:     b([]string{"a"}, "a", "select all/none"),
+		Approve:     b([]string{"a"}, "a", "approve waiting task"),
 	}
 	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules"}
 	for i, n := range names {
@@ -71,7 +74,7 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		k.Screens[i] = b([]string{d}, d, n)
 	}
 	if readOnly {
-		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll} {
+		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll, &k.Approve} {
 			a.SetEnabled(false)
 		}
 	}

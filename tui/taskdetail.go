@@ -36,6 +36,7 @@ type taskDetail struct {
 	logs       logView
 	scroll     int
 	json       *jsonView
+	payload    lineInput // the approve payload (approve.go)
 	inflight   bool
 	dirty      bool
 }
@@ -52,6 +53,7 @@ func (m *taskDetail) open(runID, key string) tea.Cmd {
 	if runID != m.runID || key != m.key {
 		m.runID, m.key, m.task, m.run, m.scroll, m.pane = runID, key, nil, nil, 0, 0
 		m.logs = newLogView()
+		m.payload.stop()
 		m.json.root = nil
 		m.json.relayout()
 		m.inflight = false
@@ -76,11 +78,11 @@ func (m *taskDetail) ShortHelp() []key.Binding {
 // FullHelp implements help.KeyMap.
 func (m *taskDetail) FullHelp() [][]key.Binding {
 	k := m.Keys
-	return [][]key.Binding{k.nav(), {k.NextPane, k.PrevPane, attemptKeys, k.Fold, k.ExpandAll, k.CollapseAll}, k.global()}
+	return [][]key.Binding{k.nav(), {k.NextPane, k.PrevPane, attemptKeys, k.Fold, k.ExpandAll, k.CollapseAll, k.Approve}, k.global()}
 }
 
-// Capturing: no text input.
-func (m *taskDetail) Capturing() bool { return false }
+// Capturing: the approve payload editor has the keys.
+func (m *taskDetail) Capturing() bool { return m.payload.active }
 
 // Back never consumes esc.
 func (m *taskDetail) Back() bool { return false }
@@ -158,6 +160,10 @@ func (m *taskDetail) Update(msg tea.Msg) (*taskDetail, tea.Cmd) {
 	case tea.KeyMsg:
 		k := m.Keys
 		switch {
+		case m.payload.active:
+			return m, m.payloadKey(msg)
+		case key.Matches(msg, k.Approve):
+			return m, m.startApprove()
 		case key.Matches(msg, k.NextPane):
 			m.pane = (m.pane + 1) % 3
 			return m, m.fetchLogs()
@@ -239,6 +245,9 @@ func (m *taskDetail) View() string {
 	tabs := []string{" Overview ", " JSON ", " Logs "}
 	tabs[m.pane] = st.NavActive.Render("[" + strings.TrimSpace(tabs[m.pane]) + "]")
 	head := strings.Join(tabs, " ") + st.Subtle.Render("   tab switches pane")
+	if m.payload.active {
+		head = fit(m.payload.View(st), m.Width)
+	}
 	if m.pane == 1 {
 		return fill(head+"\n"+m.json.View(), m.Width, m.Height)
 	}
@@ -277,6 +286,17 @@ func (m *taskDetail) overview() []string {
 			" · error "+dash(oneLine(c.Error, 80)))
 	} else {
 		lines = append(lines, "compensation: none")
+	}
+	if approvable(t) {
+		sig := ""
+		if t.Signal != "" {
+			sig = " (signal " + t.Signal + ")"
+		}
+		hint := ""
+		if !m.ReadOnly {
+			hint = " · a approves"
+		}
+		lines = append(lines, st.Warn.Render("waiting for a signal"+sig+" · until "+clock(t.DeadlineAt)+hint))
 	}
 	if t.Reused {
 		lines = append(lines, st.Subtle.Render("result reused from the replayed run"))
