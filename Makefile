@@ -83,6 +83,7 @@ bench-profile: build
 	FLOWD_PPROF=1 FLOWD_BIN=$(BIN) bash $(QUEUES)/profile-flowd.sh
 
 image: build
+	CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o bin/flowd-example-worker ./examples/worker
 	docker build -t flowd:$(VERSION) -t flowd:dev -f examples/deploy/Dockerfile .
 
 clean:
