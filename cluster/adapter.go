@@ -81,7 +81,12 @@ func (r *raftFSM) apply(logs []*raft.Log) []any {
 			entries[i].Data = noopEntry
 		}
 	}
-	return r.f.ApplyBatch(entries)
+	before := r.f.AppliedIndex()
+	out := r.f.ApplyBatch(entries)
+	if r.n != nil && r.f.AppliedIndex() != before {
+		r.n.auto.observe(r.f.LastEvents()) // adaptive concurrency (autoconc.go)
+	}
+	return out
 }
 
 // Snapshot implements raft.FSM.

@@ -76,7 +76,7 @@ func (n *Node) establishLeadership() {
 		defer n.isLeader.Store(false)
 		loops := []func(context.Context){n.disp.run}
 		if !n.cfg.DisableLoops {
-			loops = append(loops, n.deadlineLoop, n.gcLoop, n.digestLoop, n.scheduleLoop)
+			loops = append(loops, n.deadlineLoop, n.gcLoop, n.digestLoop, n.scheduleLoop, n.autoLoop)
 		}
 		finished := make(chan struct{}, len(loops))
 		for _, loop := range loops {

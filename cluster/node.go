@@ -143,6 +143,9 @@ type Config struct {
 	// DisableLoops keeps the leader from running the reaper, retry tick and
 	// GC (tests that drive time by hand).
 	DisableLoops bool
+	// AutoPeriod and AutoWindow are the adaptive concurrency controller's
+	// period and latency window (autoconc.go; 0: 1 s and 10 s).
+	AutoPeriod, AutoWindow time.Duration
 }
 
 func (c *Config) defaults() {
@@ -194,6 +197,7 @@ type Node struct {
 
 	closers []io.Closer
 	disp    *Dispatcher
+	auto    autoWindow // adaptive concurrency latencies (leader memory)
 	batch   *batcher
 
 	obsCh    chan raft.Observation

@@ -107,12 +107,14 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.ClientAddr != "" {
 		meta["client"] = cfg.ClientAddr
 	}
+	autoPeriod, autoWindow := autoTiming(log) // adaptive concurrency (autoconc.go)
 	a.node, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, CommitTimeout: cfg.CommitTimeout,
 		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes,
 		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
+		AutoPeriod: autoPeriod, AutoWindow: autoWindow,
 	})
 	if err != nil {
 		return nil, err

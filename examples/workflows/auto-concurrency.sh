@@ -1,0 +1,21 @@
+#!/bin/sh
+# Adaptive concurrency: the thumbs queue lets the leader choose its cap
+# between 1 and 16, aiming at a claim-to-completion latency under 250 ms.
+# It starts at 16; when the tasks slow down (a downstream that struggles
+# under load) the cap halves, and it climbs back by one a second once
+# latency is under the target again. Watch the cap move in `flowd tui`
+# (queues screen: CAP 16~, the detail line's sparkline of caps) or with
+# `flowd queue list` and `flowd events`. Try it with `flowd dev` running
+# (its demo workers serve echo and sleep).
+set -e
+flowd queue set thumbs --concurrency auto --min 1 --max 16 --target-latency 250ms
+tasks=""
+for i in $(seq 1 200); do
+  # every tenth task takes 800 ms: enough slow ones to push the p90 up
+  ms=20; [ $((i % 10)) -eq 0 ] && ms=800
+  tasks="$tasks{\"key\":\"thumb$i\",\"type\":\"sleep\",\"queue\":\"thumbs\",\"input\":{\"ms\":$ms}},"
+done
+echo "{\"name\":\"thumbnails\",\"tasks\":[${tasks%,}]}" > /tmp/thumbnails.json
+flowd submit /tmp/thumbnails.json --wait
+flowd queue list                                  # CONCURRENCY: auto N (1-16 <250ms)
+flowd queue set thumbs --concurrency 0            # back to a fixed cap (unlimited)

@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/rpc"
+)
+
+// Adaptive concurrency end to end: three agents, a queue with concurrency
+// auto (1..4, target 100 ms) and a worker with more slots than the ceiling
+// whose handler waits on a gate. While the gate opens only every 300 ms
+// (latency ~3x the target) the leader halves the cap down to the floor;
+// once the gate stays open (latency of a few ms) it raises the cap back to
+// the ceiling. Every agent reports the same cap (replicated), and no more
+// tasks run at once than the cap they were claimed under allows.
+func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
+	t.Setenv("FLOWD_AUTO_CONCURRENCY_PERIOD", "50ms")
+	t.Setenv("FLOWD_AUTO_CONCURRENCY_WINDOW", "1s")
+	ta := testagents.Start(t, 3, nil)
+	c, err := newClientFor(ta.Eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e := &env{t: t, eps: ta.Eps, c: c}
+	ctx := context.Background()
+	if _, err := c.QueueSetAuto(ctx, "aq", 1, 4, 100); err != nil {
+		t.Fatal(err)
+	}
+	if q := queueNamed(t, c, "aq"); q.Auto == nil || q.Concurrency != 4 {
+		t.Fatalf("after queue.set auto: %+v, want auto with cap 4 (the ceiling)", q)
+	}
+
+	// The gate: a handler holds its task until the current gate closes.
+	var gate atomic.Pointer[chan struct{}]
+	newGate := func() { ch := make(chan struct{}); gate.Store(&ch) }
+	newGate()
+	var running, peak atomic.Int64
+	w := e.worker(Options{Concurrency: 8, Queues: []string{"aq"}})
+	w.Register("slow", func(ctx context.Context, _ *Task) (any, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-*gate.Load():
+			return "ok", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	for range 8 {
+		var tasks []string
+		for i := range 100 {
+			tasks = append(tasks, fmt.Sprintf(`{"key":"k%03d","type":"slow","queue":"aq"}`, i))
+		}
+		e.submit(`{"tasks":[` + strings.Join(tasks, ",") + `]}`)
+	}
+	e.start(w)
+
+	// Slow phase: the gate opens every 300 ms.
+	stopSlow := make(chan struct{})
+	var slowDone sync.WaitGroup
+	slowDone.Add(1)
+	go func() {
+		defer slowDone.Done()
+		tick := time.NewTicker(300 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSlow:
+				return
+			case <-tick.C:
+				old := gate.Load()
+				newGate()
+				close(*old)
+			}
+		}
+	}()
+	waitCap(t, c, "aq", func(n int) bool { return n == 1 }, "the floor 1 under slow completions")
+	if p := peak.Load(); p > 4 {
+		t.Fatalf("%d tasks ran at once with a ceiling of 4", p)
+	}
+
+	// Fast phase: the gate stays open.
+	close(stopSlow)
+	slowDone.Wait()
+	close(*gate.Load())
+	waitCap(t, c, "aq", func(n int) bool { return n == 4 }, "the ceiling 4 under fast completions")
+
+	// The leader changed the cap at least 4->2->1 and 1->2->3->4.
+	if n := ta.Agents[leaderIndex(t, ta)].Node().AutoCapChanges(); n < 5 {
+		t.Fatalf("the leader changed the cap %d times, want at least 5 (two decreases, three increases)", n)
+	}
+	// Every agent holds the same cap once it has applied the leader's state.
+	for i, a := range ta.Agents {
+		n := a.Node()
+		if err := n.WaitForApplied(ctx, ta.Agents[leaderIndex(t, ta)].Node().FSM().AppliedIndex()); err != nil {
+			t.Fatal(err)
+		}
+		qs, err := n.FSM().Queues()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if q.Name == "aq" && (q.Auto == nil || q.Concurrency < 3) {
+				t.Fatalf("agent %d: queue aq %+v, want auto near the ceiling", i, q.QueueState)
+			}
+		}
+	}
+}
+
+func queueNamed(t *testing.T, c *rpc.Client, name string) rpc.Queue {
+	t.Helper()
+	res, err := c.Queues(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range res.Queues {
+		if q.Name == name {
+			return q
+		}
+	}
+	t.Fatalf("no queue %s in %+v", name, res.Queues)
+	return rpc.Queue{}
+}
+
+// waitCap polls queue.list (20 ms apart) until the queue's cap satisfies ok,
+// for at most 10 s.
+func waitCap(t *testing.T, c *rpc.Client, name string, ok func(int) bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var caps []int
+	for {
+		q := queueNamed(t, c, name)
+		if len(caps) == 0 || caps[len(caps)-1] != q.Concurrency {
+			caps = append(caps, q.Concurrency)
+		}
+		if ok(q.Concurrency) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s never reached %s; caps seen %v", name, what, caps)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func leaderIndex(t *testing.T, ta *testagents.Cluster) int {
+	t.Helper()
+	for i, a := range ta.Agents {
+		if a.Node().IsLeader() {
+			return i
+		}
+	}
+	t.Fatal("no leader")
+	return -1
+}
