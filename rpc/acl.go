@@ -175,6 +175,14 @@ func dialEndpoint(ctx context.Context, ep string, opts *ClientOptions) (*Conn, e
 	return newConn(nc, ep, opts.Conn), nil
 }
 
+// DialClient opens one connection to ep as a Client with opts would:
+// over TLS for tls:// (or tcp:// with opts.TLS), authenticated with
+// opts.Token on TCP, with opts.Conn for the connection. For a caller that
+// needs a Conn of its own (the TUI's event stream).
+func DialClient(ctx context.Context, ep string, opts ClientOptions) (*Conn, error) {
+	return dialEndpoint(ctx, ep, &opts)
+}
+
 // parseClientEndpoint is ParseEndpoint plus "tls://host:port".
 func parseClientEndpoint(ep string) (network, addr string, err error) {
 	if rest, ok := strings.CutPrefix(ep, "tls://"); ok {

@@ -33,6 +33,8 @@ type Options struct {
 	// Logger receives debug logs of the connection (default: discarded;
 	// the terminal belongs to the TUI).
 	Logger *slog.Logger
+	// Auth authenticates on tcp:// and tls:// endpoints (--token, --ca-cert).
+	Auth Auth
 }
 
 // Run runs the TUI until the user quits or ctx ends. It returns an error
@@ -41,7 +43,7 @@ func Run(ctx context.Context, opts Options) error {
 	if len(opts.Endpoints) == 0 {
 		return errors.New("no endpoints: give --addr (or FLOWD_ADDR)")
 	}
-	live, err := NewLive(opts.Endpoints, opts.Logger)
+	live, err := NewLive(opts.Endpoints, opts.Logger, opts.Auth)
 	if err != nil {
 		return err
 	}

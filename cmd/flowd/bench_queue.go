@@ -100,6 +100,10 @@ func runQueueBench(c *cli.Context, eps []string, spawnedPIDs []int) error {
 	ctx := c.Context
 	callTO := callTimeout(c)
 	opts := rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(2*time.Second, callTO)}
+	var err error
+	if opts.Token, opts.TLS, err = clientAuth(c); err != nil {
+		return err
+	}
 	queue := "bench-" + uuid.NewString()[:8] // isolates this run from other work
 	rep := queueReport{Mode: "queue", Pacing: "burst", Jobs: n, Producers: producers, Workers: workers,
 		ClaimMax: claimMax, PayloadBytes: payloadSize}

@@ -122,6 +122,11 @@ func runBurndown(c *cli.Context, eps []string) error {
 		return usageErr(c, "--tasks, --workers and --max must be positive")
 	}
 	runs := (n + perRun - 1) / perRun
+	auth := rpc.ClientOptions{Logger: discardLogger}
+	var err error
+	if auth.Token, auth.TLS, err = clientAuth(c); err != nil {
+		return err
+	}
 	rep := benchReport{Tasks: runs * perRun, Runs: runs, Workers: workers, MaxPerClaim: max}
 	ctx := c.Context
 	queue := "bench-" + uuid.NewString()[:8] // isolates this run from other work
@@ -141,7 +146,7 @@ func runBurndown(c *cli.Context, eps []string) error {
 		wg.Add(1)
 		go func(s int) {
 			defer wg.Done()
-			cl, err := rpc.NewClient(rotate(eps, s), rpc.ClientOptions{Logger: discardLogger})
+			cl, err := rpc.NewClient(rotate(eps, s), auth)
 			if err != nil {
 				errs <- err
 				return
@@ -176,7 +181,7 @@ func runBurndown(c *cli.Context, eps []string) error {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			cl, err := rpc.NewClient(rotate(eps, w), rpc.ClientOptions{Logger: discardLogger})
+			cl, err := rpc.NewClient(rotate(eps, w), auth)
 			if err != nil {
 				return
 			}

@@ -46,9 +46,10 @@ type healthReport struct {
 	Nodes   []nodeHealth `json:"nodes"`
 }
 
-func probe(ctx context.Context, ep string, timeout time.Duration) nodeHealth {
+func probe(ctx context.Context, ep string, timeout time.Duration, auth rpc.ClientOptions) nodeHealth {
 	h := nodeHealth{Endpoint: ep}
-	c, err := rpc.NewClient([]string{ep}, rpc.ClientOptions{MaxAttempts: 1, DialTimeout: min(timeout, 2*time.Second), Logger: discardLogger})
+	c, err := rpc.NewClient([]string{ep}, rpc.ClientOptions{MaxAttempts: 1, DialTimeout: min(timeout, 2*time.Second), Logger: discardLogger,
+		Token: auth.Token, TLS: auth.TLS})
 	if err != nil {
 		h.Error = err.Error()
 		return h
@@ -67,12 +68,12 @@ func probe(ctx context.Context, ep string, timeout time.Duration) nodeHealth {
 	return h
 }
 
-func checkHealth(cCtx *cli.Context) healthReport {
+func checkHealth(cCtx *cli.Context, auth rpc.ClientOptions) healthReport {
 	eps := endpoints(cCtx)
 	rep := healthReport{Nodes: make([]nodeHealth, len(eps))}
 	var wg sync.WaitGroup
 	for i, ep := range eps {
-		wg.Go(func() { rep.Nodes[i] = probe(cCtx.Context, ep, callTimeout(cCtx)) })
+		wg.Go(func() { rep.Nodes[i] = probe(cCtx.Context, ep, callTimeout(cCtx), auth) })
 	}
 	wg.Wait()
 	rep.Leader, rep.Problem, rep.Hint = diagnose(rep.Nodes)
@@ -87,7 +88,12 @@ func healthAction(cCtx *cli.Context) error {
 	if len(endpoints(cCtx)) == 0 {
 		return usageErr(cCtx, "--addr is empty")
 	}
-	rep := checkHealth(cCtx)
+	var auth rpc.ClientOptions
+	var err error
+	if auth.Token, auth.TLS, err = clientAuth(cCtx); err != nil {
+		return err
+	}
+	rep := checkHealth(cCtx, auth)
 	w := cCtx.App.Writer
 	if jsonOut(cCtx) {
 		if err := printJSON(w, rep); err != nil {

@@ -41,7 +41,12 @@ func tuiAction(cCtx *cli.Context) error {
 	if len(eps) == 0 {
 		return usageErr(cCtx, "--addr is empty: give at least one agent endpoint")
 	}
+	token, tlsCfg, err := clientAuth(cCtx)
+	if err != nil {
+		return err
+	}
 	opts := tui.Options{
+		Auth:      tui.Auth{Token: token, TLS: tlsCfg},
 		Endpoints: eps,
 		Route:     route(cCtx),
 		ReadOnly:  cCtx.Bool("readonly"),
