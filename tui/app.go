@@ -209,6 +209,9 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case showHelpMsg:
 		a.helpOpen = true
 		return a, nil
+	case promptMsg:
+		a.cmdline.start(":", msg.text)
+		return a, nil
 	case openRunMsg:
 		return a, tea.Batch(a.run.open(msg.id), a.push(scrRun))
 	case openTaskMsg:
@@ -425,7 +428,7 @@ func (a *App) View() string {
 	}
 	foot := a.footer.View(keys, warning)
 	if a.cmdline.active {
-		foot = a.cmdline.View(st) + st.Subtle.Render("   (tab completes, enter runs, esc cancels)")
+		foot = a.cmdline.ViewWidth(st, w) + st.Subtle.Render("   (tab completes, enter runs, esc cancels)")
 	}
 	return a.header.View(a.active()) + "\n" + body + "\n" + fit(foot, w)
 }

@@ -45,6 +45,7 @@ type rpcCalls interface {
 	Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
 	TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error)
 	TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error)
+	Submit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error)
 }
 
 var (
@@ -251,6 +252,9 @@ func (l *Live) RunVerb(ctx context.Context, method, id, reason string) (*rpc.Cha
 }
 func (l *Live) Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.Replay(ctx, p) })
+}
+func (l *Live) Submit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.Submit(ctx, p) })
 }
 func (l *Live) TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SignalResult, error) { return c.TaskSignal(ctx, p) })

@@ -31,7 +31,7 @@ type freezeMsg struct{ on bool }
 type showHelpMsg struct{}
 
 var commandNames = []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules",
-	"cancel", "interrupt", "resume", "revert", "replay", "freeze", "live", "help", "quit"}
+	"cancel", "interrupt", "resume", "revert", "replay", "submit", "freeze", "live", "help", "quit"}
 
 // completeCommand completes the first word to the command it uniquely
 // starts (used on tab).
@@ -131,8 +131,29 @@ func runCommand(c Common, line string) tea.Cmd {
 	if c.ReadOnly {
 		return errorCmd(fmt.Errorf(":%s: read-only mode", name))
 	}
+	if name == "submit" {
+		path, rest, _ := strings.Cut(arg, " ")
+		if path == "" {
+			return need("a workflow file (and an optional JSON input)")
+		}
+		input, err := parseInput(name, rest)
+		if err != nil {
+			return errorCmd(err)
+		}
+		return submitFile(c, path, input)
+	}
 	if arg == "" {
 		return need("a run id")
+	}
+	if id, rest, ok := strings.Cut(arg, " "); ok && name == "replay" {
+		input, err := parseInput(name, rest)
+		if err != nil {
+			return errorCmd(err)
+		}
+		if input != nil {
+			return replayWithInput(c, id, input)
+		}
+		arg = id
 	}
 	v := map[string]runVerb{"cancel": verbCancel, "interrupt": verbInterrupt, "resume": verbResume,
 		"revert": verbRevert, "replay": verbReplay}[name]

@@ -240,7 +240,17 @@ func (f *fakeClient) RunVerb(_ context.Context, method, id, _ string) (*rpc.Chan
 func (f *fakeClient) Replay(_ context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "replay "+p.ID)
+	call := "replay " + p.ID
+	if p.Input != nil {
+		call += " input=" + string(p.Input) // submit_test.go
+		src, err := f.find(p.ID)
+		if err != nil {
+			return nil, err
+		}
+		f.runs = append([]rpc.Run{{ID: p.NewID, Workflow: src.Workflow, State: domain.RunPending, Input: p.Input,
+			ReplayOf: src.ID, CreatedAt: fixedNow()}}, f.runs...)
+	}
+	f.calls = append(f.calls, call)
 	return &rpc.SubmitResult{ID: p.NewID, Created: true}, nil
 }
 
@@ -393,4 +403,18 @@ func (f *fakeClient) TaskSignal(_ context.Context, p rpc.TaskSignalParams) (*rpc
 		}
 	}
 	return &rpc.SignalResult{}, nil
+}
+
+func (f *fakeClient) Submit(_ context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var head struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(p.Workflow, &head); err != nil {
+		return nil, err
+	}
+	f.calls = append(f.calls, fmt.Sprintf("submit %s input=%s id=%v", head.Name, p.Input, p.ID != ""))
+	f.runs = append([]rpc.Run{{ID: p.ID, Workflow: head.Name, State: domain.RunPending, Input: p.Input, CreatedAt: fixedNow()}}, f.runs...)
+	return &rpc.SubmitResult{ID: p.ID, Created: true}, nil
 }

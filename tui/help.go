@@ -23,7 +23,7 @@ func helpView(c Common, title string, keys help.KeyMap) string {
 	body := hm.FullHelpView(keys.FullHelp())
 	list := ":runs [state] · :run ID · :task RUN/KEY · :queues · :workers · :cluster · :events [filter] · :schedules\n"
 	if !c.ReadOnly {
-		list += ":cancel|interrupt|resume|revert|replay ID · "
+		list += ":cancel|interrupt|resume|revert|replay ID · :replay ID JSON · :submit FILE [JSON] · "
 	}
 	// Wrapped to the box: the help stays inside an 80x24 terminal.
 	cmds := st.Subtle.Render(ansi.Wordwrap(list+":freeze · :live · :help · :quit", max(c.Width-8, 20), " "))

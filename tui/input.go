@@ -68,6 +68,18 @@ func (in *lineInput) update(msg tea.KeyMsg) inputResult {
 	return inputEdited
 }
 
+// ViewWidth is View in at most w cells: a long value shows its end (where
+// the cursor is), after an ellipsis.
+func (in *lineInput) ViewWidth(st *Styles, w int) string {
+	v := in.value
+	if room := w - len([]rune(in.prompt)) - 2; room > 0 && len(v) > room {
+		v = append([]rune("…"), v[len(v)-room+1:]...)
+	}
+	cp := *in
+	cp.value = v
+	return cp.View(st)
+}
+
 // View renders the prompt, the value and a block cursor.
 func (in *lineInput) View(st *Styles) string {
 	cur := "█"

@@ -21,8 +21,8 @@ type KeyMap struct {
 	SchedPause, Trigger, Delete key.Binding
 	// Marking runs for bulk actions (the runs screen).
 	Mark, MarkAll key.Binding
-	// Approve a waiting task (the task screen).
-	Approve key.Binding
+	// Approve a waiting task (the task screen); replay with edited input.
+	Approve, EditReplay key.Binding
 }
 
 // NewKeyMap returns the default bindings; readOnly disables the actions.
@@ -67,6 +67,7 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		Mark:        b([]string{" "}, "space", "select run"),
 		MarkAll:     b([]string{"a"}, "a", "select all/none"),
 		Approve:     b([]string{"a"}, "a", "approve waiting task"),
+		EditReplay:  b([]string{"e"}, "e", "replay with edited input"),
 	}
 	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules"}
 	for i, n := range names {
@@ -74,7 +75,7 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		k.Screens[i] = b([]string{d}, d, n)
 	}
 	if readOnly {
-		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll, &k.Approve} {
+		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll, &k.Approve, &k.EditReplay} {
 			a.SetEnabled(false)
 		}
 	}
@@ -93,7 +94,7 @@ func (k *KeyMap) global() []key.Binding {
 
 // runActions are the run verbs (disabled under --readonly).
 func (k *KeyMap) runActions() []key.Binding {
-	return []key.Binding{k.Cancel, k.Interrupt, k.Resume, k.Revert, k.Replay}
+	return []key.Binding{k.Cancel, k.Interrupt, k.Resume, k.Revert, k.Replay, k.EditReplay}
 }
 
 // screensHelp is one help line for the screen keys.

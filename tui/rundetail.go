@@ -367,6 +367,10 @@ func (m *runDetail) key(msg tea.KeyMsg) tea.Cmd {
 			m.post(confirmRun(m.Common, v, *m.run))
 			return nil
 		}
+		if key.Matches(msg, k.EditReplay) {
+			m.post(editReplay(*m.run))
+			return nil
+		}
 		if key.Matches(msg, k.Pause) && (m.pane == paneTasks || m.pane == paneGraph) {
 			if i := m.taskIndex(m.selKey); i >= 0 {
 				m.post(confirmRunQueuePause(m.Common, *m.run, m.run.Tasks[i].Queue))

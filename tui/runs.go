@@ -270,6 +270,10 @@ func (m *runsModel) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	case key.Matches(msg, k.MarkAll):
 		m.markAll()
+	case key.Matches(msg, k.EditReplay):
+		if r, ok := m.selected(); ok {
+			return fetchEditReplay(m.Client, r.ID) // list rows may lack the input
+		}
 	default:
 		if _, ok := verbFor(k, msg); ok && len(m.marked) > 0 {
 			return m.bulkKey(msg)
