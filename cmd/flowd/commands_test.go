@@ -387,6 +387,30 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("queue auto", func(t *testing.T) {
+		r := tc.must(t, 0, "queue", "set", "thumbs", "--concurrency", "auto", "--min", "1", "--max", "6", "--target-latency", "250ms")
+		if !strings.Contains(r.out, "concurrency set to auto between 1 and 6 (target latency 250ms)") {
+			t.Fatalf("%s", r)
+		}
+		if r := tc.must(t, 2, "queue", "set", "thumbs", "--concurrency", "auto", "--max", "6"); !strings.Contains(r.err, "--min") {
+			t.Fatalf("auto without --min:\n%s", r)
+		}
+		if r := tc.must(t, 2, "queue", "set", "thumbs", "--concurrency", "3", "--max", "6"); !strings.Contains(r.err, "--concurrency auto") {
+			t.Fatalf("--max with a number:\n%s", r)
+		}
+		tc.sync(t)
+		r = tc.must(t, 0, "queue", "list")
+		if !strings.Contains(r.out, "auto 6 (1-6 <250ms)") {
+			t.Fatalf("queue list lacks the auto cap:\n%s", r)
+		}
+		r = tc.must(t, 0, "queue", "set", "thumbs", "--concurrency", "0")
+		tc.sync(t)
+		if r = tc.must(t, 0, "queue", "list", "-o", "json"); strings.Contains(r.out, `"auto"`) {
+			t.Fatalf("a number did not turn auto off:\n%s", r)
+		}
+		tc.must(t, 0, "queue", "delete", "thumbs")
+	})
+
 	t.Run("queue", func(t *testing.T) {
 		r := tc.must(t, 0, "queue", "set", "default", "--concurrency", "2")
 		if !strings.Contains(r.out, "concurrency set to 2") {
