@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,8 +142,16 @@ type Live struct {
 // are dropped and the screens resync.
 const maxBuffered = 20000
 
-// NewLive returns a manager for endpoints (see rpc.ParseEndpoint).
-func NewLive(endpoints []string, log *slog.Logger) (*Live, error) {
+// Auth is how the TUI's connections authenticate on tcp:// and tls://
+// endpoints: rpc.ClientOptions.Token and TLS.
+type Auth struct {
+	Token string
+	TLS   *tls.Config
+}
+
+// NewLive returns a manager for endpoints (see rpc.ParseEndpoint),
+// authenticating with auth (at most one) where it applies.
+func NewLive(endpoints []string, log *slog.Logger, auth ...Auth) (*Live, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("tui: no endpoints")
 	}
@@ -151,9 +160,16 @@ func NewLive(endpoints []string, log *slog.Logger) (*Live, error) {
 	}
 	l := &Live{endpoints: endpoints, log: log, ReconnectDelay: 2 * time.Second, BatchEvery: 100 * time.Millisecond,
 		sig: make(chan struct{}, 1), dial: rpc.Dial, nodes: make([]string, len(endpoints))}
+	var a Auth
+	if len(auth) > 0 {
+		a = auth[0]
+		l.dial = func(ctx context.Context, ep string, o rpc.ConnOptions) (*rpc.Conn, error) {
+			return rpc.DialClient(ctx, ep, rpc.ClientOptions{Token: a.Token, TLS: a.TLS, Conn: o})
+		}
+	}
 	for _, ep := range endpoints {
 		c, err := rpc.NewClient([]string{ep}, rpc.ClientOptions{MaxAttempts: 2, DialTimeout: time.Second,
-			BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, Logger: log})
+			BackoffBase: 50 * time.Millisecond, BackoffCap: 200 * time.Millisecond, Logger: log, Token: a.Token, TLS: a.TLS})
 		if err != nil {
 			l.Close()
 			return nil, err
