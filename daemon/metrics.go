@@ -48,7 +48,7 @@ func newMetrics(a *Agent) *metrics {
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	m.reg.MustRegister(concurrencyCollector{a}) // flowd_queue_concurrency_limit (autoconc.go)
-	m.tasks = newTaskMetrics(a.prop.IsLeader)
+	m.tasks = newTaskMetrics(func() bool { return a.prop != nil && a.prop.IsLeader() }) // no proposer: a test's bare agent
 	m.reg.MustRegister(m.tasks.collectors()...)
 	raftSinkOnce.Do(func() {
 		raftMetrics = newRaftSink()
