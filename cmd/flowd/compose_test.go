@@ -63,6 +63,9 @@ func TestComposeFile(t *testing.T) {
 		if env["FLOWD_NODE_ID"] != n || env["FLOWD_TLS_CERT"] == "" || env["FLOWD_TLS_CA"] == "" || env["FLOWD_CLIENT_ADDR"] == "" {
 			t.Errorf("%s: node id, TLS or client listener missing from %v", n, env)
 		}
+		if env["FLOWD_ADDR"] != "unix://"+env["FLOWD_SOCKET"] {
+			t.Errorf("%s: FLOWD_ADDR %q, want the agent's socket (exec %s /flowd tui uses it)", n, env["FLOWD_ADDR"], n)
+		}
 		if _, ok := env["FLOWD_INSECURE_PLAINTEXT"]; ok {
 			t.Errorf("%s runs plaintext", n)
 		}
