@@ -83,7 +83,7 @@ func (r *raftFSM) apply(logs []*raft.Log) []any {
 	}
 	before := r.f.AppliedIndex()
 	out := r.f.ApplyBatch(entries)
-	if r.n != nil && r.f.AppliedIndex() != before {
+	if r.n != nil && r.n.auto.on.Load() && r.f.AppliedIndex() != before {
 		r.n.auto.observe(r.f.LastEvents()) // adaptive concurrency (autoconc.go)
 	}
 	return out

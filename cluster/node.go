@@ -499,6 +499,10 @@ func (n *Node) proposeEncoded(ctx context.Context, buf []byte) (any, uint64, err
 			return nil, 0, n.notLeader()
 		case errors.Is(err, raft.ErrLeadershipLost):
 			return nil, 0, &domain.UnavailableError{Reason: ErrLeadershipLost.Error(), RetryAfter: 250 * time.Millisecond}
+		case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			// Refused before it was appended: not applied, safe to retry
+			// (the new leader answers in milliseconds).
+			return nil, 0, &domain.UnavailableError{Reason: "a leadership transfer is in progress; the command was not applied", RetryAfter: 100 * time.Millisecond}
 		case errors.Is(err, raft.ErrRaftShutdown):
 			return nil, 0, &domain.UnavailableError{Reason: ErrShutdown.Error(), RetryAfter: time.Second}
 		case errors.Is(err, raft.ErrEnqueueTimeout):

@@ -14,8 +14,8 @@ import (
 )
 
 // Adaptive concurrency end to end: three agents, a queue with concurrency
-// auto (1..4, target 100 ms) and a worker with more slots than the ceiling
-// whose handler waits on a gate. While the gate opens only every 300 ms
+// auto (1..4, target 150 ms) and a worker with more slots than the ceiling
+// whose handler waits on a gate. While the gate opens only every 500 ms
 // (latency ~3x the target) the leader halves the cap down to the floor;
 // once the gate stays open (latency of a few ms) it raises the cap back to
 // the ceiling. Every agent reports the same cap (replicated), and no more
@@ -31,7 +31,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	e := &env{t: t, eps: ta.Eps, c: c}
 	ctx := context.Background()
-	if _, err := c.QueueSetAuto(ctx, "aq", 1, 4, 100); err != nil {
+	if _, err := c.QueueSetAuto(ctx, "aq", 1, 4, 150); err != nil {
 		t.Fatal(err)
 	}
 	if q := queueNamed(t, c, "aq"); q.Auto == nil || q.Concurrency != 4 {
@@ -65,13 +65,13 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	}
 	e.start(w)
 
-	// Slow phase: the gate opens every 300 ms.
+	// Slow phase: the gate opens every 500 ms.
 	stopSlow := make(chan struct{})
 	var slowDone sync.WaitGroup
 	slowDone.Add(1)
 	go func() {
 		defer slowDone.Done()
-		tick := time.NewTicker(300 * time.Millisecond)
+		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -99,7 +99,59 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	if n := ta.Agents[leaderIndex(t, ta)].Node().AutoCapChanges(); n < 5 {
 		t.Fatalf("the leader changed the cap %d times, want at least 5 (two decreases, three increases)", n)
 	}
+	// Failover: the new leader starts with an empty window, keeps the cap
+	// its predecessor set, and steers it again once its own samples come:
+	// slow completions lower it under the new leader.
+	old := leaderIndex(t, ta)
+	if err := ta.Agents[old].Node().TransferLeadership(""); err != nil {
+		t.Fatal(err)
+	}
+	var next int
+	deadline := time.Now().Add(10 * time.Second)
+	for next = leaderOrNone(ta); next < 0 || next == old || !ta.Agents[next].Node().LoopsRunning(); next = leaderOrNone(ta) {
+		if time.Now().After(deadline) {
+			t.Fatal("no new leader after the transfer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if q := queueNamed(t, c, "aq"); q.Concurrency != 4 || q.Auto == nil {
+		t.Fatalf("after the failover: %+v, want auto with the cap 4 the old leader set", q)
+	}
+	newGate()
+	for range 2 {
+		var tasks []string
+		for i := range 100 {
+			tasks = append(tasks, fmt.Sprintf(`{"key":"k%03d","type":"slow","queue":"aq"}`, i))
+		}
+		e.submit(`{"tasks":[` + strings.Join(tasks, ",") + `]}`)
+	}
+	stopSlow = make(chan struct{})
+	slowDone.Add(1)
+	go func() {
+		defer slowDone.Done()
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSlow:
+				return
+			case <-tick.C:
+				old := gate.Load()
+				newGate()
+				close(*old)
+			}
+		}
+	}()
+	waitCap(t, c, "aq", func(n int) bool { return n < 4 }, "a lower cap under the new leader")
+	close(stopSlow)
+	slowDone.Wait()
+	close(*gate.Load())
+	if n := ta.Agents[next].Node().AutoCapChanges(); n == 0 {
+		t.Fatal("the new leader changed no cap")
+	}
+
 	// Every agent holds the same cap once it has applied the leader's state.
+	want := queueNamed(t, c, "aq").Concurrency
 	for i, a := range ta.Agents {
 		n := a.Node()
 		if err := n.WaitForApplied(ctx, ta.Agents[leaderIndex(t, ta)].Node().FSM().AppliedIndex()); err != nil {
@@ -110,8 +162,8 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, q := range qs {
-			if q.Name == "aq" && (q.Auto == nil || q.Concurrency < 3) {
-				t.Fatalf("agent %d: queue aq %+v, want auto near the ceiling", i, q.QueueState)
+			if q.Name == "aq" && (q.Auto == nil || q.Concurrency != want) {
+				t.Fatalf("agent %d: queue aq %+v, want auto with the leader's cap %d", i, q.QueueState, want)
 			}
 		}
 	}
@@ -155,11 +207,18 @@ func waitCap(t *testing.T, c *rpc.Client, name string, ok func(int) bool, what s
 
 func leaderIndex(t *testing.T, ta *testagents.Cluster) int {
 	t.Helper()
+	i := leaderOrNone(ta)
+	if i < 0 {
+		t.Fatal("no leader")
+	}
+	return i
+}
+
+func leaderOrNone(ta *testagents.Cluster) int {
 	for i, a := range ta.Agents {
 		if a.Node().IsLeader() {
 			return i
 		}
 	}
-	t.Fatal("no leader")
 	return -1
 }
