@@ -192,3 +192,15 @@ func TestGraphGroupExpandCollapse(t *testing.T) {
 		t.Error("the group did not collapse")
 	}
 }
+
+// Expanded at 80x24, the twenty members scroll with the selection.
+func TestGraphGroupExpanded80x24(t *testing.T) {
+	tm, _ := startSized(t, 80, 24, addFanRun)
+	openGraph(t, tm, fanRunID, "[fetch ×20")
+	keys(tm, "l", "enter")
+	waitFor(t, tm, "›[✓ fetch-01]")
+	keys(tm, "G") // the last task: merge
+	waitFor(t, tm, "›[○ merge]")
+	v := requireGolden(t, tm)
+	requireFits(t, v, 80, 24)
+}
