@@ -250,10 +250,6 @@ func (v vertex) task() string {
 	return v.key
 }
 
-// vertexOf is the vertex that draws task key k (-1 if none).
-func (g *dag) vertexOf(k string) int {
-	return slices.IndexFunc(g.vs, func(v vertex) bool { return v.has(k) })
-}
 
 // Edge-cell directions.
 const (

@@ -148,8 +148,8 @@ func collapse(nodes []dagNode, groups []dagGroup, member map[string]string, expa
 }
 
 // groupState is the state a group is painted in: failed if any member
-// failed, else running if any runs, else succeeded if all did, else the
-// first member's.
+// failed, else running (or retrying) if any is, else succeeded if all
+// did, else the first member's state that is not succeeded.
 func groupState(states []string) string {
 	for _, want := range []string{"failed", "running", "retrying"} {
 		if slices.Contains(states, want) {
@@ -158,7 +158,7 @@ func groupState(states []string) string {
 	}
 	for _, s := range states {
 		if s != "succeeded" {
-			return states[0]
+			return s
 		}
 	}
 	return "succeeded"

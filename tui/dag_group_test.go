@@ -204,3 +204,19 @@ func TestGraphGroupExpanded80x24(t *testing.T) {
 	v := requireGolden(t, tm)
 	requireFits(t, v, 80, 24)
 }
+
+func TestGroupState(t *testing.T) {
+	for _, c := range []struct {
+		states []string
+		want   string
+	}{
+		{[]string{"succeeded", "failed", "running"}, "failed"},
+		{[]string{"succeeded", "running", "pending"}, "running"},
+		{[]string{"succeeded", "pending", "pending"}, "pending"},
+		{[]string{"succeeded", "succeeded"}, "succeeded"},
+	} {
+		if got := groupState(c.states); got != c.want {
+			t.Errorf("groupState(%v) = %q, want %q", c.states, got, c.want)
+		}
+	}
+}
