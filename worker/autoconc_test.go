@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,6 +168,11 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 				t.Fatalf("agent %d: queue aq %+v, want auto with the leader's cap %d", i, q.QueueState, want)
 			}
 		}
+		// ... and exports it.
+		line := fmt.Sprintf(`flowd_queue_concurrency_limit{queue="aq"} %d`, want)
+		if m := scrape(t, a.Config().HTTPAddr); !strings.Contains(m, line+"\n") {
+			t.Fatalf("agent %d's /metrics lacks %q", i, line)
+		}
 	}
 }
 
@@ -221,4 +228,19 @@ func leaderOrNone(ta *testagents.Cluster) int {
 		}
 	}
 	return -1
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	hc := http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
