@@ -296,7 +296,11 @@ func (m *taskDetail) overview() []string {
 		if !m.ReadOnly {
 			hint = " · a approves"
 		}
-		lines = append(lines, st.Warn.Render("waiting for a signal"+sig+" · until "+clock(t.DeadlineAt)+hint))
+		until := ""
+		if !t.DeadlineAt.IsZero() {
+			until = " · until " + clock(t.DeadlineAt)
+		}
+		lines = append(lines, st.Warn.Render("waiting for a signal"+sig+until+hint))
 	}
 	if t.Reused {
 		lines = append(lines, st.Subtle.Render("result reused from the replayed run"))
