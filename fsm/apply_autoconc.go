@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 
@@ -111,17 +112,28 @@ func (a *applier) applyQueueCap(c *QueueCap) any {
 }
 
 // AutoQueues lists the queues whose concurrency is auto (for the leader's
-// controller; nothing when there are none).
+// controller): one scan of the queue records, decoding only those that
+// have auto bounds.
 func (f *FSM) AutoQueues() ([]QueueState, error) {
-	qs, err := f.Queues()
-	if err != nil {
-		return nil, err
-	}
 	var out []QueueState
-	for _, q := range qs {
-		if q.Auto != nil {
-			out = append(out, q.QueueState)
-		}
-	}
-	return out, nil
+	err := f.View(func(r Reader) error {
+		var derr error
+		err := r.Scan(pfxQueue, nil, false, func(_, v []byte) bool {
+			if !bytes.Contains(v, autoMember) {
+				return true
+			}
+			var q QueueState
+			if derr = unmarshal(v, &q); derr != nil {
+				return false
+			}
+			if q.Auto != nil {
+				out = append(out, q)
+			}
+			return true
+		})
+		return firstErr(err, derr)
+	})
+	return out, err
 }
+
+var autoMember = []byte(`"auto":`)

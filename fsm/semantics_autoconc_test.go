@@ -24,6 +24,10 @@ func TestAutoConcurrencyCapIsWhatDispatchUses(t *testing.T) {
 	if q.Auto == nil || q.Concurrency != 3 || q.Auto.TargetLatencyMS != 100 {
 		t.Fatalf("after auto: cap %d auto %+v, want cap 3 (the ceiling)", q.Concurrency, q.Auto)
 	}
+	h.ok(&QueueSet{Name: "fixed", Concurrency: 2})
+	if aq, err := h.f.AutoQueues(); err != nil || len(aq) != 1 || aq[0].Name != "q" || aq[0].Auto.Max != 3 {
+		t.Fatalf("AutoQueues: %+v %v, want only q", aq, err)
+	}
 	h.submit("r", limitedTasks(10, "q", "t"))
 	if got := h.claim("w", 10); len(got) != 3 {
 		t.Fatalf("claimed %d at cap 3", len(got))
