@@ -44,7 +44,11 @@ func TestModelSchedulesAndDefinitions(t *testing.T) {
 			"complete":          m.complete,
 			"complete_2":        m.complete,
 			"fail":              m.fail,
+			"heartbeat":         m.heartbeat,
+			"stale":             m.stale,
 			"reap":              m.reap,
+			"tick":              m.tick,
+			"signal":            m.signal,
 			"verb":              m.verb,
 			"":                  m.check,
 		})
@@ -81,7 +85,8 @@ type mStored struct {
 
 // digestNoClock hashes every key but the applied index and the FSM's
 // clock: what an entry that loses a race leaves untouched even when the
-// clock moved since the entry before it.
+// clock moved since the entry before it (a fire pass may move it without
+// proposing anything).
 func (m *model) digestNoClock() string {
 	sum := sha256.New()
 	err := m.h.f.View(func(r Reader) error {

@@ -95,11 +95,11 @@ func (m *model) signal(rt *rapid.T) {
 		id = t.signalID
 	}
 	payload := json.RawMessage(fmt.Sprintf(`{"signal":%q}`, id))
-	before := stateDigest(m.h.t, m.h.f)
+	before := m.digestNoClock()
 	res := m.h.ok(&TaskSignal{TaskID: t.id(), Payload: payload, SignalID: id}).(*SignalResult)
 	switch {
 	case id == t.signalID:
-		if !res.Accepted || stateDigest(m.h.t, m.h.f) != before {
+		if !res.Accepted || m.digestNoClock() != before {
 			rt.Fatalf("re-sent signal %s to %s: %+v (or it changed state)", id, t.id(), res)
 		}
 	case t.state == domain.TaskReady:
@@ -112,7 +112,7 @@ func (m *model) signal(rt *rapid.T) {
 		}
 		m.derive(t.run)
 	default:
-		if res.Accepted || stateDigest(m.h.t, m.h.f) != before {
+		if res.Accepted || m.digestNoClock() != before {
 			rt.Fatalf("signal to %s %s: %+v (or it changed state)", t.state, t.id(), res)
 		}
 	}
