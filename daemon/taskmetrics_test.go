@@ -199,3 +199,19 @@ func TestTaskMetricsLeaderOnlyAndBounded(t *testing.T) {
 		t.Fatalf("the shared child's sum is %v s, want 10 x 1 s", s)
 	}
 }
+
+// Observing a commit's events allocates nothing once the label children
+// are cached: the hook runs on the apply path of every commit.
+func TestTaskMetricsObserveAllocatesNothing(t *testing.T) {
+	m := newTaskMetrics(func() bool { return true })
+	evs := []fsm.Event{
+		{Kind: "task", Transition: domain.EdgeClaim, Queue: "q", Type: "t", At: 2000, Since: 1000},
+		{Kind: "task", Transition: domain.EdgeSucceed, Queue: "q", Type: "t", At: 3000, Since: 2000, Outcome: fsm.OutcomeSucceeded},
+		{Kind: "run", Transition: domain.EdgeSucceed, To: "succeeded", Workflow: "wf", At: 3000, Since: 500},
+		{Kind: "task", Transition: domain.EdgeDependenciesSatisfied, Queue: "q", Type: "t", At: 3000},
+	}
+	m.observe(evs) // caches the children
+	if n := testing.AllocsPerRun(100, func() { m.observe(evs) }); n != 0 {
+		t.Fatalf("observe allocates %.0f times per commit, want 0", n)
+	}
+}
