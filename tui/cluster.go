@@ -29,16 +29,17 @@ type leaderChange struct {
 type clusterModel struct {
 	Common
 	outbox
-	nodes    []NodeStatus
-	probed   time.Time
-	current  string // endpoint the TUI is connected to
-	history  []leaderChange
-	leader   string
-	term     uint64
-	nav      listNav
-	observed bool
-	known    map[string]string // node id -> endpoint it answered on
-	rate     throughput
+	nodes      []NodeStatus
+	probed     time.Time
+	current    string // endpoint the TUI is connected to
+	history    []leaderChange
+	leader     string
+	term       uint64
+	nav        listNav
+	observed   bool
+	known      map[string]string // node id -> endpoint it answered on
+	rate       throughput
+	backfilled bool // the chart's events.list backfill was asked for
 }
 
 func newCluster(c Common) *clusterModel { return &clusterModel{Common: c} }
@@ -69,8 +70,8 @@ func (m *clusterModel) Capturing() bool { return false }
 // Back never consumes esc.
 func (m *clusterModel) Back() bool { return false }
 
-// Focus: the probes arrive on their own.
-func (m *clusterModel) Focus() tea.Cmd { return nil }
+// Focus: the probes arrive on their own; the chart backfills once.
+func (m *clusterModel) Focus() tea.Cmd { return m.backfillCmd() }
 
 // Blur is called when the screen is hidden.
 func (m *clusterModel) Blur() {}
@@ -91,7 +92,13 @@ func (m *clusterModel) Update(msg tea.Msg) (*clusterModel, tea.Cmd) {
 		m.nav.set(len(m.nodes), max(len(m.nodes), 1))
 		m.observe(msg)
 	case eventsMsg:
-		m.rate.add(msg.Events, m.Now())
+		m.rate.stream(msg.Events, m.Now())
+	case rateBackfillMsg:
+		if msg.err != nil {
+			m.backfilled = false // try again next time
+			return m, errorCmd(msg.err)
+		}
+		m.rate.backfill(msg.evs, m.Now())
 	case connMsg:
 		if msg.State == connLive {
 			m.current = msg.Endpoint

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -12,15 +14,26 @@ import (
 // TUI already receives (no extra call): every task attempt that ends
 // (running -> succeeded, failed or retrying) counts in the 5-second bucket
 // of its leader-stamped time; its claim-to-complete latency is the time
-// since the claim event of the same attempt, when the TUI saw it. The chart
-// covers the last five minutes since the TUI started (older buckets are
-// dropped); tasks/s is the bucket's count divided by its length.
+// since the claim event of the same attempt, when the TUI saw it. The first
+// time the screen is shown it backfills the chart once from events.list
+// (the newest rateBackfill retained events, counting only those older than
+// the first one the stream delivered, so nothing is counted twice). The
+// chart covers the last five minutes (older buckets are dropped); tasks/s
+// is the bucket's count divided by its length.
 
 const (
 	rateBucket  = 5 * time.Second
 	rateBuckets = 60 // five minutes
 	maxClaims   = 20000
+	// rateBackfill is how many of the newest events the backfill reads.
+	rateBackfill = 2000
 )
+
+// rateBackfillMsg answers the cluster screen's events.list backfill.
+type rateBackfillMsg struct {
+	evs []rpc.Event
+	err error
+}
 
 // rateAgg is one bucket.
 type rateAgg struct {
@@ -34,6 +47,50 @@ type rateAgg struct {
 type throughput struct {
 	buckets map[int64]*rateAgg // by bucket number (unix time / rateBucket)
 	claims  map[string]time.Time
+	first   uint64 // index of the first event the stream delivered (0: none yet)
+}
+
+// backfill counts the events older than the stream's first.
+func (t *throughput) backfill(evs []rpc.Event, now time.Time) {
+	old := evs
+	if t.first > 0 {
+		old = make([]rpc.Event, 0, len(evs))
+		for _, e := range evs {
+			if e.Index < t.first {
+				old = append(old, e)
+			}
+		}
+	}
+	t.add(old, now)
+}
+
+// stream counts events from the subscription.
+func (t *throughput) stream(evs []rpc.Event, now time.Time) {
+	if t.first == 0 && len(evs) > 0 {
+		t.first = evs[0].Index
+		for _, e := range evs {
+			t.first = min(t.first, e.Index)
+		}
+	}
+	t.add(evs, now)
+}
+
+// backfillCmd reads the newest retained events once.
+func (m *clusterModel) backfillCmd() tea.Cmd {
+	if m.backfilled {
+		return nil
+	}
+	m.backfilled = true
+	client := m.Client
+	return func() tea.Msg {
+		cx, cancel := ctx()
+		defer cancel()
+		res, err := client.Events(cx, rpc.EventsListParams{Latest: true, Limit: rateBackfill})
+		if err != nil {
+			return rateBackfillMsg{err: err}
+		}
+		return rateBackfillMsg{evs: res.Events}
+	}
 }
 
 func attemptKey(e *rpc.Event) string {

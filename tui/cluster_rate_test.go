@@ -71,3 +71,17 @@ func testClusterRate(t *testing.T, w, h int) {
 
 func TestClusterThroughput80x24(t *testing.T)  { testClusterRate(t, 80, 24) }
 func TestClusterThroughput160x45(t *testing.T) { testClusterRate(t, 160, 45) }
+
+// The backfill counts only what the stream has not delivered.
+func TestThroughputBackfillCountsOnce(t *testing.T) {
+	var r throughput
+	now := fixedNow()
+	end := func(idx uint64, key string) rpc.Event {
+		return rpc.Event{Index: idx, Kind: "task", RunID: "r", TaskKey: key, Attempt: 1, From: "running", To: "succeeded", At: now.Add(-2 * time.Second)}
+	}
+	r.stream([]rpc.Event{end(12, "c"), end(11, "b")}, now)
+	r.backfill([]rpc.Event{end(9, "a"), end(11, "b"), end(12, "c")}, now) // b and c came by the stream
+	if done, _, _, _, _ := r.series(now, 1); done[0] != 3 {
+		t.Fatalf("counted %d, want 3", done[0])
+	}
+}
