@@ -108,3 +108,22 @@ func TestBulkReadOnly(t *testing.T) {
 		t.Errorf("read-only: help %v, calls %v", strings.Contains(v, "select all"), f.called())
 	}
 }
+
+// Runs marked under one filter stay marked, and acted on, under another.
+func TestBulkMarksSurviveFilterChange(t *testing.T) {
+	tm, f := start(t)
+	keys(tm, " ") // run 12 (running)
+	keys(tm, "/")
+	tm.Type("saga")
+	keys(tm, "enter")
+	waitFor(t, tm, `filter "saga"`)
+	keys(tm, "a", "c") // saga: 9 pending, 4 running; with 12: three to cancel
+	waitFor(t, tm, "Cancel 3 runs?")
+	keys(tm, "y")
+	waitFor(t, tm, "cancel: 3 accepted")
+	finish(t, tm)
+	want := []string{rpc.MethodRunCancel + " " + runID(12), rpc.MethodRunCancel + " " + runID(9), rpc.MethodRunCancel + " " + runID(4)}
+	if got := f.called(); !slices.Equal(got, want) {
+		t.Fatalf("calls = %v, want %v", got, want)
+	}
+}

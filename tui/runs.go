@@ -184,28 +184,30 @@ func (m *runsModel) Update(msg tea.Msg) (*runsModel, tea.Cmd) {
 	return m, nil
 }
 
-// markedRuns are the marked runs still loaded, in list order.
+// markedRuns are the marked runs still loaded (shown by the filter or
+// not), in server order.
 func (m *runsModel) markedRuns() []rpc.Run {
 	var out []rpc.Run
-	for i := range m.length() {
-		if r := m.rows[m.rowAt(i)]; m.marked[r.ID] {
+	for _, r := range m.rows {
+		if m.marked[r.ID] {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// markAll marks every run shown (tab and filter), or unmarks them all if
-// they all are.
+// markAll marks every run shown (tab and filter), or unmarks them if they
+// all are; marks of runs the filter hides stay.
 func (m *runsModel) markAll() {
 	all := m.length() > 0
 	for i := range m.length() {
 		all = all && m.marked[m.rows[m.rowAt(i)].ID]
 	}
-	clear(m.marked)
-	if !all {
-		for i := range m.length() {
-			m.marked[m.rows[m.rowAt(i)].ID] = true
+	for i := range m.length() {
+		if id := m.rows[m.rowAt(i)].ID; all {
+			delete(m.marked, id)
+		} else {
+			m.marked[id] = true
 		}
 	}
 }
