@@ -250,7 +250,6 @@ func (v vertex) task() string {
 	return v.key
 }
 
-
 // Edge-cell directions.
 const (
 	dirL uint8 = 1 << iota

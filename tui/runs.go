@@ -184,48 +184,6 @@ func (m *runsModel) Update(msg tea.Msg) (*runsModel, tea.Cmd) {
 	return m, nil
 }
 
-// markedRuns are the marked runs still loaded (shown by the filter or
-// not), in server order.
-func (m *runsModel) markedRuns() []rpc.Run {
-	var out []rpc.Run
-	for _, r := range m.rows {
-		if m.marked[r.ID] {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// markAll marks every run shown (tab and filter), or unmarks them if they
-// all are; marks of runs the filter hides stay.
-func (m *runsModel) markAll() {
-	all := m.length() > 0
-	for i := range m.length() {
-		all = all && m.marked[m.rows[m.rowAt(i)].ID]
-	}
-	for i := range m.length() {
-		if id := m.rows[m.rowAt(i)].ID; all {
-			delete(m.marked, id)
-		} else {
-			m.marked[id] = true
-		}
-	}
-}
-
-// bulkKey handles the run verbs while runs are marked.
-func (m *runsModel) bulkKey(msg tea.KeyMsg) tea.Cmd {
-	k := m.Keys
-	switch {
-	case key.Matches(msg, k.Cancel):
-		m.post(confirmBulk(m.Common, bulkCancel, m.markedRuns()))
-	case key.Matches(msg, k.Replay):
-		m.post(confirmBulk(m.Common, bulkRetry, m.markedRuns()))
-	default:
-		return errorCmd(fmt.Errorf("%d runs selected: c cancels them, R retries them, esc clears the selection", len(m.marked)))
-	}
-	return nil
-}
-
 func (m *runsModel) key(msg tea.KeyMsg) tea.Cmd {
 	k := m.Keys
 	if m.filter.active {
