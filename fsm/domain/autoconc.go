@@ -61,9 +61,10 @@ type AutoObservation struct {
 // (no signal); above the target latency it is multiplied by
 // AutoDecreaseNum/AutoDecreaseDen (at least the floor); at or under the
 // target it grows by AutoIncrease (at most the ceiling), but only while the
-// cap is what limits the queue (as many tasks in flight as the cap allows,
-// or work waiting), so an idle queue does not drift up to its ceiling. A
-// cap outside [Min, Max] is first brought within it.
+// cap is what limits the queue (as many tasks in flight as the cap allows
+// and more waiting), so a queue held back by its workers, or with no
+// backlog, does not drift up to its ceiling. A cap outside [Min, Max] is
+// first brought within it.
 func NextCap(cur int, a AutoConcurrency, o AutoObservation) int {
 	cur = a.Clamp(cur)
 	if o.Samples == 0 {
@@ -72,7 +73,7 @@ func NextCap(cur int, a AutoConcurrency, o AutoObservation) int {
 	if o.LatencyMS > a.TargetLatencyMS {
 		return a.Clamp(cur * AutoDecreaseNum / AutoDecreaseDen)
 	}
-	if o.Running >= cur || o.Ready > 0 {
+	if o.Running >= cur && o.Ready > 0 {
 		return a.Clamp(cur + AutoIncrease)
 	}
 	return cur

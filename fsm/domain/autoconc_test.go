@@ -17,8 +17,9 @@ func TestNextCapAIMD(t *testing.T) {
 		{"above target rounds down", 7, AutoObservation{Samples: 5, LatencyMS: 500}, 3},
 		{"above target stops at the floor", 3, AutoObservation{Samples: 1, LatencyMS: 500}, 2},
 		{"at the floor stays", 2, AutoObservation{Samples: 1, LatencyMS: 500}, 2},
-		{"at target with the cap full grows by one", 4, AutoObservation{Samples: 3, LatencyMS: 100, Running: 4}, 5},
-		{"under target with work waiting grows", 4, AutoObservation{Samples: 3, LatencyMS: 10, Running: 1, Ready: 3}, 5},
+		{"at target with the cap full and work waiting grows by one", 4, AutoObservation{Samples: 3, LatencyMS: 100, Running: 4, Ready: 1}, 5},
+		{"under target with the cap full and nothing waiting holds", 4, AutoObservation{Samples: 3, LatencyMS: 10, Running: 4}, 4},
+		{"under target with work waiting for workers holds", 4, AutoObservation{Samples: 3, LatencyMS: 10, Running: 1, Ready: 3}, 4},
 		{"under target not limited by the cap holds", 4, AutoObservation{Samples: 3, LatencyMS: 10, Running: 2}, 4},
 		{"under target at the ceiling stays", 10, AutoObservation{Samples: 3, LatencyMS: 10, Running: 10, Ready: 1}, 10},
 	}
@@ -38,7 +39,7 @@ func TestNextCapFloorOfOne(t *testing.T) {
 		seen = append(seen, cur)
 	}
 	for range 4 {
-		cur = NextCap(cur, a, AutoObservation{Samples: 1, LatencyMS: 1, Running: cur})
+		cur = NextCap(cur, a, AutoObservation{Samples: 1, LatencyMS: 1, Running: cur, Ready: 1})
 		seen = append(seen, cur)
 	}
 	want := []int{2, 1, 1, 2, 3, 4, 4}
