@@ -47,7 +47,8 @@ func newMetrics(a *Agent) *metrics {
 	// Go and process metrics come from the default registry, gathered
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
-	m.reg.MustRegister(concurrencyCollector{a}) // flowd_queue_concurrency_limit (autoconc.go)
+	// flowd_queue_concurrency_limit (autoconc.go)
+	m.reg.MustRegister(concurrencyCollector{a})
 	m.tasks = newTaskMetrics(func() bool { return a.prop != nil && a.prop.IsLeader() }) // no proposer: a test's bare agent
 	m.reg.MustRegister(m.tasks.collectors()...)
 	raftSinkOnce.Do(func() {
