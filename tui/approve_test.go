@@ -31,15 +31,19 @@ func openWaitTask(t *testing.T, w, h int) (*teatest.TestModel, *fakeClient) {
 	return tm, f
 }
 
-func TestApproveDialog(t *testing.T) {
-	tm, f := openWaitTask(t, 80, 24)
+func TestApproveDialog(t *testing.T) { testApproveDialog(t, 80, 24) }
+
+func TestApproveDialog160x45(t *testing.T) { testApproveDialog(t, 160, 45) }
+
+func testApproveDialog(t *testing.T, w, h int) {
+	tm, f := openWaitTask(t, w, h)
 	keys(tm, "a")
 	waitFor(t, tm, "approve sign-off with payload")
 	tm.Type(`{"ok":true,"by":"ops"}`)
 	keys(tm, "enter")
 	waitFor(t, tm, "Approve task sign-off?")
 	v := requireGolden(t, tm)
-	requireFits(t, v, 80, 24)
+	requireFits(t, v, w, h)
 	if !strings.Contains(v, `payload {"ok":true,"by":"ops"}`) {
 		t.Error("the dialog does not show the payload")
 	}

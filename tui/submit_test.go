@@ -29,14 +29,17 @@ func TestEditReplayPrefillsCommandLine(t *testing.T) {
 	}
 }
 
-func TestEditReplayDialog80x24(t *testing.T) {
-	tm, f := startSized(t, 80, 24, nil)
+func TestEditReplayDialog80x24(t *testing.T)  { testEditReplayDialog(t, 80, 24) }
+func TestEditReplayDialog160x45(t *testing.T) { testEditReplayDialog(t, 160, 45) }
+
+func testEditReplayDialog(t *testing.T, w, h int) {
+	tm, f := startSized(t, w, h, nil)
 	keys(tm, ":")
 	tm.Type(`replay ` + shortID(runID(12)) + ` {"rows":5}`)
 	keys(tm, "enter")
 	waitFor(t, tm, "with new input?")
 	v := requireGolden(t, tm)
-	requireFits(t, v, 80, 24)
+	requireFits(t, v, w, h)
 	if len(f.called()) != 0 {
 		t.Fatalf("the dialog alone called %v", f.called())
 	}
@@ -74,5 +77,22 @@ func TestSubmitErrors(t *testing.T) {
 	v := finish(t, tm)
 	if len(f.called()) != 0 || strings.Contains(v, "Submit workflow") {
 		t.Fatalf("calls = %v", f.called())
+	}
+}
+
+func TestSubmitDialog80x24(t *testing.T)  { testSubmitDialog(t, 80, 24) }
+func TestSubmitDialog160x45(t *testing.T) { testSubmitDialog(t, 160, 45) }
+
+func testSubmitDialog(t *testing.T, w, h int) {
+	path := "testdata/fanout.yaml" // relative to the package: the same in the golden every run
+	tm, f := startSized(t, w, h, nil)
+	keys(tm, ":")
+	tm.Type("submit " + path)
+	keys(tm, "enter")
+	waitFor(t, tm, "Submit workflow fanout?", "input none")
+	v := requireGolden(t, tm)
+	requireFits(t, v, w, h)
+	if len(f.called()) != 0 {
+		t.Fatalf("the dialog alone called %v", f.called())
 	}
 }
