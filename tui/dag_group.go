@@ -9,10 +9,12 @@ import (
 //
 // A wide fan-out/fan-in (a split task, twenty fetch tasks, a merge task)
 // would draw twenty boxes and a thicket of edges. Tasks that are
-// interchangeable in the graph (same type, same dependencies, same
-// dependents) are drawn as one group node when there are at least
-// groupMin of them: `[fetch ×20  ✓14 ●4 ✗2]`, its name the members'
-// common key prefix (or their type), its counts by state. A group is
+// interchangeable in the graph (same type and layer, depending on and
+// depended on by the same groups of tasks: see groupCandidates) are drawn
+// as one group node when there are at least groupMin of them:
+// `[fetch ×20  ✓14 ●4 ✗2]`, its name the members' common key prefix (or
+// their type), its counts by state, its edges the union of its members'.
+// A group is
 // expanded (its members drawn one by one) with enter on the graph, and
 // collapsed again with space on any member. Grouping happens before the
 // layout, so the layout code knows a group only as one vertex with a
@@ -34,44 +36,94 @@ type dagGroup struct {
 // groupCandidates finds every set of interchangeable tasks (at least
 // groupMin), in the order of their first member; member maps each task key
 // to its group's id.
+//
+// Interchangeable is a partition refinement: tasks start in classes by
+// type and layer, and a class splits until all its members depend on the
+// same set of classes and are depended on by the same set of classes. So
+// twenty fetch tasks between a split and a merge form one class, and so do
+// twenty fetch -> parse chains (one class of fetches, one of parses).
 func groupCandidates(nodes []dagNode) (groups []dagGroup, member map[string]string) {
-	dependents := map[string][]string{}
-	for _, n := range nodes {
+	idx := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		if _, dup := idx[n.Key]; !dup {
+			idx[n.Key] = i
+		}
+	}
+	deps := make([][]int, len(nodes))
+	outs := make([][]int, len(nodes))
+	for i, n := range nodes {
 		for _, d := range n.Deps {
-			dependents[d] = append(dependents[d], n.Key)
+			if j, ok := idx[d]; ok && j != i {
+				deps[i] = append(deps[i], j)
+				outs[j] = append(outs[j], i)
+			}
 		}
 	}
-	sig := func(n dagNode) string {
-		deps := slices.Clone(n.Deps)
-		slices.Sort(deps)
-		outs := slices.Clone(dependents[n.Key])
-		slices.Sort(outs)
-		return n.Type + "\x01" + strings.Join(deps, "\x02") + "\x01" + strings.Join(outs, "\x02")
-	}
-	bySig := map[string][]string{}
-	var order []string
-	for _, n := range nodes {
-		s := sig(n)
-		if _, ok := bySig[s]; !ok {
-			order = append(order, s)
+	g := layoutDAG(nodes)
+	class := make([]int, len(nodes))
+	classes := func(key func(i int) string) int {
+		ids := map[string]int{}
+		next := make([]int, len(nodes))
+		for i := range nodes {
+			k := key(i)
+			id, ok := ids[k]
+			if !ok {
+				id = len(ids)
+				ids[k] = id
+			}
+			next[i] = id
 		}
-		bySig[s] = append(bySig[s], n.Key)
+		copy(class, next)
+		return len(ids)
+	}
+	n := classes(func(i int) string {
+		return nodes[i].Type + "\x01" + itoa(g.vs[g.byKey[nodes[i].Key]].layer)
+	})
+	set := func(of []int) string {
+		cs := make([]int, len(of))
+		for j, v := range of {
+			cs[j] = class[v]
+		}
+		slices.Sort(cs)
+		var b strings.Builder
+		for j, c := range slices.Compact(cs) {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(itoa(c))
+		}
+		return b.String()
+	}
+	for range 2*len(g.layers) + 2 {
+		m := classes(func(i int) string { return itoa(class[i]) + "|" + set(deps[i]) + "|" + set(outs[i]) })
+		if m == n {
+			break
+		}
+		n = m
+	}
+	byClass := map[int][]string{}
+	var order []int
+	for i, nd := range nodes {
+		if idx[nd.Key] != i {
+			continue // a duplicate key
+		}
+		c := class[i]
+		if _, ok := byClass[c]; !ok {
+			order = append(order, c)
+		}
+		byClass[c] = append(byClass[c], nd.Key)
 	}
 	member = map[string]string{}
-	types := map[string]string{}
-	for _, n := range nodes {
-		types[n.Key] = n.Type
-	}
-	for _, s := range order {
-		keys := bySig[s]
+	for _, c := range order {
+		keys := byClass[c]
 		if len(keys) < groupMin {
 			continue
 		}
-		g := dagGroup{id: groupPrefix + keys[0], name: groupName(keys, types[keys[0]]), members: keys}
+		gr := dagGroup{id: groupPrefix + keys[0], name: groupName(keys, nodes[idx[keys[0]]].Type), members: keys}
 		for _, k := range keys {
-			member[k] = g.id
+			member[k] = gr.id
 		}
-		groups = append(groups, g)
+		groups = append(groups, gr)
 	}
 	return groups, member
 }
@@ -114,10 +166,11 @@ func collapse(nodes []dagNode, groups []dagGroup, member map[string]string, expa
 		if _, folding := byID[gid]; ok && folding {
 			if i, seen := folded[gid]; seen {
 				out[i].States = append(out[i].States, n.State)
+				out[i].Deps = append(out[i].Deps, n.Deps...) // deduplicated below
 				continue
 			}
 			g := byID[gid]
-			out = append(out, dagNode{Key: gid, Type: n.Type, Deps: n.Deps, Group: g.name, Members: g.members,
+			out = append(out, dagNode{Key: gid, Type: n.Type, Deps: slices.Clone(n.Deps), Group: g.name, Members: g.members,
 				States: []string{n.State}})
 			folded[gid] = len(out) - 1
 			continue

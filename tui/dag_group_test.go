@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,44 @@ func TestGroupState(t *testing.T) {
 		if got := groupState(c.states); got != c.want {
 			t.Errorf("groupState(%v) = %q, want %q", c.states, got, c.want)
 		}
+	}
+}
+
+// Twenty fetch -> parse chains between a split and a merge are two groups.
+func TestDAGGroupsParallelChains(t *testing.T) {
+	nodes := []dagNode{{Key: "split", Type: "echo", State: "succeeded"}}
+	var parses []string
+	for i := 1; i <= 20; i++ {
+		f, p := fmt.Sprintf("fetch-%02d", i), fmt.Sprintf("parse-%02d", i)
+		nodes = append(nodes, dagNode{Key: f, Type: "fetch", State: "succeeded", Deps: []string{"split"}},
+			dagNode{Key: p, Type: "parse", State: "pending", Deps: []string{f}})
+		parses = append(parses, p)
+	}
+	nodes = append(nodes, dagNode{Key: "merge", Type: "echo", State: "pending", Deps: parses})
+	groups, member := groupCandidates(nodes)
+	if len(groups) != 2 {
+		t.Fatalf("groups = %+v", groups)
+	}
+	got := ansi.Strip(strings.Join(layoutDAG(collapse(nodes, groups, member, nil)).render(NewStyles(false), "").lines, "\n"))
+	want := " [✓ split]──▶ [fetch ×20  ✓20]──▶ [parse ×20  ○20]──▶ [○ merge]"
+	if got != want {
+		t.Fatalf("chains:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A group's edges are the union of its members': eight tasks under two
+// parents keep both edges.
+func TestDAGGroupKeepsEveryParent(t *testing.T) {
+	nodes := []dagNode{{Key: "p1", Type: "split"}, {Key: "p2", Type: "split"}}
+	for i := 1; i <= 8; i++ {
+		nodes = append(nodes, dagNode{Key: fmt.Sprintf("x%d", i), Type: "work", Deps: []string{[]string{"p1", "p2"}[i%2]}})
+	}
+	groups, member := groupCandidates(nodes)
+	if len(groups) != 1 || len(groups[0].members) != 8 {
+		t.Fatalf("groups = %+v", groups)
+	}
+	c := collapse(nodes, groups, member, nil)
+	if g := c[len(c)-1]; !slices.Equal(g.Deps, []string{"p2", "p1"}) {
+		t.Fatalf("group deps = %v", g.Deps)
 	}
 }
