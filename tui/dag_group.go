@@ -59,7 +59,12 @@ func groupCandidates(nodes []dagNode) (groups []dagGroup, member map[string]stri
 			}
 		}
 	}
-	g := layoutDAG(nodes)
+	g := &dag{vs: make([]vertex, len(nodes))} // only the layers: no full layout
+	g.assignLayers(deps)
+	layers := 0
+	for _, v := range g.vs {
+		layers = max(layers, v.layer+1)
+	}
 	class := make([]int, len(nodes))
 	classes := func(key func(i int) string) int {
 		ids := map[string]int{}
@@ -77,7 +82,7 @@ func groupCandidates(nodes []dagNode) (groups []dagGroup, member map[string]stri
 		return len(ids)
 	}
 	n := classes(func(i int) string {
-		return nodes[i].Type + "\x01" + itoa(g.vs[g.byKey[nodes[i].Key]].layer)
+		return nodes[i].Type + "\x01" + itoa(g.vs[i].layer)
 	})
 	set := func(of []int) string {
 		cs := make([]int, len(of))
@@ -94,7 +99,7 @@ func groupCandidates(nodes []dagNode) (groups []dagGroup, member map[string]stri
 		}
 		return b.String()
 	}
-	for range 2*len(g.layers) + 2 {
+	for range 2*layers + 2 {
 		m := classes(func(i int) string { return itoa(class[i]) + "|" + set(deps[i]) + "|" + set(outs[i]) })
 		if m == n {
 			break
