@@ -49,9 +49,8 @@ type autoWindow struct {
 }
 
 type queueWindow struct {
-	samples []latencySample // ring, oldest first once full
-	next    int
-	full    bool
+	samples []latencySample // a ring once it holds autoSamplesPerQueue
+	next    int             // where the next sample goes once it is full
 	// changedAt: the leader time of this leader's last cap change; only
 	// attempts claimed at or after it count.
 	changedAt int64
