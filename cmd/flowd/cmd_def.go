@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -79,27 +80,16 @@ func defListAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	var res *defrpc.ListResult
-	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		res, err = defrpc.List(ctx, c)
-		return err
-	}); err != nil {
+	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*defrpc.ListResult, error) { return defrpc.List(ctx, c) })
+	if err != nil {
 		return err
 	}
-	w := cCtx.App.Writer
-	if jsonOut(cCtx) {
-		return printJSON(w, res)
-	}
-	if len(res.Definitions) == 0 {
-		fmt.Fprintln(w, "no definitions yet; store one with `flowd def put FILE`")
-		return nil
-	}
-	tw := newTable(w)
-	row(tw, "DEFINITION", "LATEST", "VERSIONS", "TASKS", "UPDATED", "NOTE")
-	for _, d := range res.Definitions {
-		row(tw, d.Name, d.Latest, d.Versions, d.Tasks, stamp(d.UpdatedAt), dash(d.Note))
-	}
-	return tw.Flush()
+	return printList(cCtx, res, len(res.Definitions), "no definitions yet; store one with `flowd def put FILE`", func(tw *tabwriter.Writer) {
+		row(tw, "DEFINITION", "LATEST", "VERSIONS", "TASKS", "UPDATED", "NOTE")
+		for _, d := range res.Definitions {
+			row(tw, d.Name, d.Latest, d.Versions, d.Tasks, stamp(d.UpdatedAt), dash(d.Note))
+		}
+	})
 }
 
 func defGetAction(cCtx *cli.Context) error {

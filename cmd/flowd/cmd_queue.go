@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -63,47 +64,36 @@ func queueListAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	var res *rpc.QueueListResult
-	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		res, err = c.Queues(ctx)
-		return err
-	}); err != nil {
+	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*rpc.QueueListResult, error) { return c.Queues(ctx) })
+	if err != nil {
 		return err
 	}
-	w := cCtx.App.Writer
-	if jsonOut(cCtx) {
-		return printJSON(w, res)
-	}
-	if len(res.Queues) == 0 {
-		fmt.Fprintln(w, "no queues yet (a queue appears with its first task)")
-		return nil
-	}
-	tw := newTable(w)
-	row(tw, "QUEUE", "READY", "RUNNING", "CONCURRENCY", "RATE LIMIT", "PAUSED", "OLDEST READY", "BREAKERS")
-	for _, q := range res.Queues {
-		conc := concurrencyText(q)
-		paused := "no"
-		if q.Paused {
-			paused = "‖ yes"
-		}
-		if len(q.PausedRuns) > 0 {
-			var ids []string
-			for _, r := range q.PausedRuns {
-				ids = append(ids, shortID(r))
+	return printList(cCtx, res, len(res.Queues), "no queues yet (a queue appears with its first task)", func(tw *tabwriter.Writer) {
+		row(tw, "QUEUE", "READY", "RUNNING", "CONCURRENCY", "RATE LIMIT", "PAUSED", "OLDEST READY", "BREAKERS")
+		for _, q := range res.Queues {
+			conc := concurrencyText(q)
+			paused := "no"
+			if q.Paused {
+				paused = "‖ yes"
 			}
-			paused += " (runs " + strings.Join(ids, ",") + ")"
+			if len(q.PausedRuns) > 0 {
+				var ids []string
+				for _, r := range q.PausedRuns {
+					ids = append(ids, shortID(r))
+				}
+				paused += " (runs " + strings.Join(ids, ",") + ")"
+			}
+			oldest := "-"
+			if q.OldestReadyMS > 0 {
+				oldest = human(time.Duration(q.OldestReadyMS) * time.Millisecond)
+			}
+			var bs []string
+			for _, b := range q.Breakers {
+				bs = append(bs, fmt.Sprintf("%s:%s(%d)", b.Type, b.State, b.Failures))
+			}
+			row(tw, q.Name, q.Ready, q.Running, conc, rateLimitText(q), paused, oldest, dash(strings.Join(bs, " ")))
 		}
-		oldest := "-"
-		if q.OldestReadyMS > 0 {
-			oldest = human(time.Duration(q.OldestReadyMS) * time.Millisecond)
-		}
-		var bs []string
-		for _, b := range q.Breakers {
-			bs = append(bs, fmt.Sprintf("%s:%s(%d)", b.Type, b.State, b.Failures))
-		}
-		row(tw, q.Name, q.Ready, q.Running, conc, rateLimitText(q), paused, oldest, dash(strings.Join(bs, " ")))
-	}
-	return tw.Flush()
+	})
 }
 
 func queuePauseCommand(name string, pause bool) *cli.Command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -135,28 +136,17 @@ func scheduleListAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	var res *schedrpc.ListResult
-	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		res, err = schedrpc.List(ctx, c)
-		return err
-	}); err != nil {
+	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*schedrpc.ListResult, error) { return schedrpc.List(ctx, c) })
+	if err != nil {
 		return err
 	}
-	w := cCtx.App.Writer
-	if jsonOut(cCtx) {
-		return printJSON(w, res)
-	}
-	if len(res.Schedules) == 0 {
-		fmt.Fprintln(w, "no schedules yet; create one with `flowd schedule create ID FILE --cron EXPR`")
-		return nil
-	}
-	tw := newTable(w)
-	row(tw, "SCHEDULE", "STATE", "TIMING", "WORKFLOW", "NEXT FIRE", "LAST FIRE", "RUNS", "SKIPPED", "MISSED", "OVERLAP")
-	for _, s := range res.Schedules {
-		row(tw, s.ID, scheduleState(s), timing(s), s.Workflow, stamp(s.NextFireAt), stamp(s.LastFireAt),
-			s.Started, s.Skipped, s.Missed, s.Overlap)
-	}
-	return tw.Flush()
+	return printList(cCtx, res, len(res.Schedules), "no schedules yet; create one with `flowd schedule create ID FILE --cron EXPR`", func(tw *tabwriter.Writer) {
+		row(tw, "SCHEDULE", "STATE", "TIMING", "WORKFLOW", "NEXT FIRE", "LAST FIRE", "RUNS", "SKIPPED", "MISSED", "OVERLAP")
+		for _, s := range res.Schedules {
+			row(tw, s.ID, scheduleState(s), timing(s), s.Workflow, stamp(s.NextFireAt), stamp(s.LastFireAt),
+				s.Started, s.Skipped, s.Missed, s.Overlap)
+		}
+	})
 }
 
 func scheduleGetAction(cCtx *cli.Context) error {

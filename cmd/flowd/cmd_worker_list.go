@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,40 +29,29 @@ func workerListAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	var res *rpc.WorkersResult
-	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		res, err = c.Workers(ctx)
-		return err
-	}); err != nil {
+	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*rpc.WorkersResult, error) { return c.Workers(ctx) })
+	if err != nil {
 		return err
 	}
-	w := cCtx.App.Writer
-	if jsonOut(cCtx) {
-		return printJSON(w, res)
-	}
-	if len(res.Workers) == 0 {
-		fmt.Fprintln(w, "no workers seen recently; start one with `flowd worker run --type TYPE --exec CMD`")
-		return nil
-	}
-	tw := newTable(w)
-	row(tw, "WORKER", "TYPES", "QUEUES", "SLOTS", "IN FLIGHT", "STATE", "LAST CONTACT", "NODE")
-	for _, wk := range res.Workers {
-		slots := "-"
-		if wk.Slots > 0 {
-			slots = fmt.Sprint(wk.Slots)
+	return printList(cCtx, res, len(res.Workers), "no workers seen recently; start one with `flowd worker run --type TYPE --exec CMD`", func(tw *tabwriter.Writer) {
+		row(tw, "WORKER", "TYPES", "QUEUES", "SLOTS", "IN FLIGHT", "STATE", "LAST CONTACT", "NODE")
+		for _, wk := range res.Workers {
+			slots := "-"
+			if wk.Slots > 0 {
+				slots = fmt.Sprint(wk.Slots)
+			}
+			state := "busy"
+			if wk.Waiting {
+				state = "claiming"
+			}
+			types, queues := listOrAll(wk.Types), listOrAll(wk.Queues)
+			if wk.LastClaim.IsZero() {
+				// Known from its leases only (it claimed from an earlier leader).
+				types, queues = "?", "?"
+			}
+			row(tw, wk.ID, types, queues, slots, wk.InFlight, state, ago(wk.LastSeen), dash(wk.Node))
 		}
-		state := "busy"
-		if wk.Waiting {
-			state = "claiming"
-		}
-		types, queues := listOrAll(wk.Types), listOrAll(wk.Queues)
-		if wk.LastClaim.IsZero() {
-			// Known from its leases only (it claimed from an earlier leader).
-			types, queues = "?", "?"
-		}
-		row(tw, wk.ID, types, queues, slots, wk.InFlight, state, ago(wk.LastSeen), dash(wk.Node))
-	}
-	return tw.Flush()
+	})
 }
 
 func listOrAll(s []string) string {

@@ -165,6 +165,33 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// fetch makes one call against the cluster (through withClient) and
+// returns its answer.
+func fetch[R any](cCtx *cli.Context, call func(context.Context, *rpc.Client) (R, error)) (R, error) {
+	var res R
+	err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
+		res, err = call(ctx, c)
+		return err
+	})
+	return res, err
+}
+
+// printList prints a list answer: res as JSON with --output json, else
+// emptyHint when the list has no items (n), else the table table writes.
+func printList(cCtx *cli.Context, res any, n int, emptyHint string, table func(tw *tabwriter.Writer)) error {
+	w := cCtx.App.Writer
+	if jsonOut(cCtx) {
+		return printJSON(w, res)
+	}
+	if n == 0 {
+		fmt.Fprintln(w, emptyHint)
+		return nil
+	}
+	tw := newTable(w)
+	table(tw)
+	return tw.Flush()
+}
+
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
 // row writes tab-separated cells.
