@@ -198,6 +198,11 @@ type serverChannel struct {
 	// direct serves a well-formed call without jrpc2 (direct.go); it
 	// reports false to leave the line to jrpc2. Set before the first Recv.
 	direct func(id json.RawMessage, method string, params json.RawMessage) bool
+	// onClose runs when the channel is closed (the server ends the
+	// connection's context: calls on the direct path stop at once, and a
+	// Recv waiting for a concurrency slot gives up). Set before the first
+	// Recv.
+	onClose func()
 
 	lim     chanLimits
 	dl      *deadlineReader // nil without line/idle timeouts
@@ -444,6 +449,9 @@ func (c *serverChannel) Close() error {
 	c.done = true
 	c.mu.Unlock()
 	c.poke()
+	if c.onClose != nil {
+		c.onClose()
+	}
 	return c.conn.Close()
 }
 

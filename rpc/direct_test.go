@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"reflect"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/creachadair/jrpc2"
 )
@@ -126,5 +129,32 @@ func TestDirectPathKeepsDuplicateIDAndConcurrencyRules(t *testing.T) {
 	}
 	if m := most.Load(); m > limit {
 		t.Fatalf("%d calls ran at once, limit %d", m, limit)
+	}
+}
+
+// Close ends calls on the direct path at once: their contexts end with
+// the connection's, and a line waiting for a concurrency slot is dropped,
+// so the connection is done without waiting for its calls.
+func TestCloseEndsDirectCalls(t *testing.T) {
+	env := newTestEnv()
+	s := NewServer(env.methods(), Options{Logger: quietLogger(), MaxConcurrent: 1})
+	a, b := net.Pipe()
+	defer a.Close()
+	done := make(chan struct{})
+	go func() { _ = s.ServeConn(context.Background(), b); close(done) }()
+	go func() { _, _ = io.Copy(io.Discard, a) }()
+	if _, err := io.WriteString(a, `{"jsonrpc":"2.0","id":1,"method":"block","params":{"msg":"a"}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-env.started
+	// The second call waits for the only slot, holding the read loop.
+	if _, err := io.WriteString(a, `{"jsonrpc":"2.0","id":2,"method":"block","params":{"msg":"b"}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection still waits for its call after Close")
 	}
 }

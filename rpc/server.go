@@ -423,6 +423,7 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	cs := &connState{peer: peer, ch: newServerChannel(nc, s.maxLine, max(s.wTimeout, 0), s.log, s.lim)}
 	cs.ctx = context.WithValue(cctx, connKey{}, cs)
 	cs.sem = make(chan struct{}, s.maxConc)
+	cs.ch.onClose = cancel
 	if !s.noDirect {
 		cs.ch.direct = func(id json.RawMessage, method string, params json.RawMessage) bool {
 			return s.serveDirect(cs, id, method, params)
