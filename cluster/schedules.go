@@ -29,6 +29,7 @@ func (n *Node) scheduleLoop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		changed := n.fsm.Changed()
+		schedChanged := n.fsm.SchedulesChanged()
 		scheds, err := n.fsm.Schedules()
 		if err != nil {
 			n.log.Error("read schedules", "err", err)
@@ -81,11 +82,23 @@ func (n *Node) scheduleLoop(ctx context.Context) {
 			timer.Reset(wait)
 			due = timer.C
 		}
+		// Every commit matters only to a schedule holding a buffered fire
+		// until its runs end; otherwise only commits that change a
+		// schedule do (re-reading every schedule after every commit was
+		// work on the hot path, with no schedule at all).
+		var anyCommit <-chan struct{}
+		for i := range scheds {
+			if scheds[i].State == domain.ScheduleActive && scheds[i].BufferedAt != 0 {
+				anyCommit = changed
+				break
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-due:
-		case <-changed:
+		case <-schedChanged:
+		case <-anyCommit:
 			select {
 			case <-ctx.Done():
 				return

@@ -60,8 +60,11 @@ type FSM struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced after every commit
-	lastEvs []Event
-	hook    atomic.Pointer[func([]Event)]
+	// schedChanged is closed and replaced after a commit that changed a
+	// schedule (a schedule event) and after a restore.
+	schedChanged chan struct{}
+	lastEvs      []Event
+	hook         atomic.Pointer[func([]Event)]
 }
 
 // SetCommitHook sets fn to be called with the events of every commit, after
@@ -89,7 +92,7 @@ func New(store Store, o Options) (*FSM, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &FSM{store: store, limits: o.Limits, log: o.Logger, changed: make(chan struct{})}
+	f := &FSM{store: store, limits: o.Limits, log: o.Logger, changed: make(chan struct{}), schedChanged: make(chan struct{})}
 	f.OnFatal = func(err error) { panic(fmt.Sprintf("flowd: local state store failed, stopping: %v", err)) }
 	idx, err := f.readApplied()
 	if err != nil {
@@ -141,6 +144,15 @@ func (f *FSM) Changed() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
+}
+
+// SchedulesChanged returns a channel closed at the next commit that
+// changes a schedule record (or restore): the leader's schedule loop waits
+// on it rather than re-reading every schedule after every commit.
+func (f *FSM) SchedulesChanged() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.schedChanged
 }
 
 // LastEvents returns the events of the most recent commit (shared; do not
@@ -254,13 +266,32 @@ type txnLimiter interface {
 	TxnLimits() (bytes, writes int)
 }
 
-func (f *FSM) publish(events []Event) {
+func (f *FSM) publish(events []Event) { f.publishAll(events, false) }
+
+// publishAll wakes the waiters of a commit; allSchedules also wakes the
+// schedule waiters when no event names a schedule (a restore).
+func (f *FSM) publishAll(events []Event, allSchedules bool) {
+	sched := allSchedules
+	for i := range events {
+		if events[i].Kind == "schedule" {
+			sched = true
+			break
+		}
+	}
 	f.mu.Lock()
 	ch := f.changed
 	f.changed = make(chan struct{})
+	var sch chan struct{}
+	if sched {
+		sch = f.schedChanged
+		f.schedChanged = make(chan struct{})
+	}
 	f.lastEvs = events
 	f.mu.Unlock()
 	close(ch)
+	if sch != nil {
+		close(sch)
+	}
 	if fn := f.hook.Load(); fn != nil && len(events) > 0 {
 		(*fn)(events)
 	}

@@ -331,3 +331,29 @@ func TestSchedulesSurviveSnapshotRestore(t *testing.T) {
 		t.Fatalf("restored: %+v %v, digest equal %v", s2, err, d2 == h.digest())
 	}
 }
+
+// SchedulesChanged wakes the leader's schedule loop at a commit that
+// changes a schedule, not at every commit.
+func TestSchedulesChangedOnlyOnScheduleCommits(t *testing.T) {
+	h := newHarness(t)
+	ch := h.f.SchedulesChanged()
+	h.submit("r1", `{"tasks":[{"key":"a","type":"t"}]}`)
+	select {
+	case <-ch:
+		t.Fatal("a submit woke the schedule waiters")
+	default:
+	}
+	h.createSchedule("s1", domain.OverlapAllow)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("creating a schedule did not wake the schedule waiters")
+	}
+	ch = h.f.SchedulesChanged()
+	h.ok(&SchedulePause{ID: "s1", Paused: true})
+	select {
+	case <-ch:
+	default:
+		t.Fatal("pausing a schedule did not wake the schedule waiters")
+	}
+}

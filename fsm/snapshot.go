@@ -202,6 +202,6 @@ func (f *FSM) Restore(rd io.Reader) error {
 		return err
 	}
 	f.applied.Store(applied)
-	f.publish(nil)
+	f.publishAll(nil, true)
 	return nil
 }
