@@ -52,6 +52,7 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 		Priority: t.Priority, RevertType: t.RevertType, SpawnedBy: t.SpawnedBy, Deps: t.Deps,
 		Result: t.Result, Error: t.Error, Reused: t.Reused,
 		TimeoutMS: t.TimeoutMS, ScheduleToStartMS: t.ScheduleToStartMS, Signal: t.Signal, SignalID: t.SignalID,
+		ScheduleToStartPolicy: t.ScheduleToStartPolicy, Late: t.Late,
 	}
 	if t.State == domain.TaskRetrying {
 		out.NotBefore = ms(t.RetryAt)

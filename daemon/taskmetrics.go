@@ -27,6 +27,7 @@ type taskMetrics struct {
 	run      *prometheus.HistogramVec
 	runs     *prometheus.HistogramVec
 	attempts *prometheus.CounterVec
+	late     *prometheus.CounterVec // schedule_to_start alerts
 
 	mu    sync.Mutex // the hook runs on the apply goroutine; tests read too
 	tasks map[taskLabels]*taskChildren
@@ -45,6 +46,7 @@ type runLabels struct{ workflow, state string }
 
 type taskChildren struct {
 	wait, run prometheus.Observer
+	late      prometheus.Counter
 	attempts  map[string]prometheus.Counter // by outcome
 }
 
@@ -71,13 +73,16 @@ func newTaskMetrics(leader func() bool) *taskMetrics {
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowd_task_attempts_total",
 			Help: "Ended task attempts by outcome (succeeded, failed, timed_out, lease_expired, lease_unacked, cancelled, revoked), counted by the leader."},
 			[]string{"queue", "type", "outcome"}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowd_task_schedule_to_start_exceeded_total",
+			Help: "Tasks with schedule_to_start_policy alert that stayed ready past their schedule_to_start_ms without a claim (once per task), counted by the leader."},
+			labels),
 		tasks: map[taskLabels]*taskChildren{},
 		wfs:   map[runLabels]prometheus.Observer{},
 	}
 }
 
 func (m *taskMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.wait, m.run, m.runs, m.attempts}
+	return []prometheus.Collector{m.wait, m.run, m.runs, m.attempts, m.late}
 }
 
 // observe is the commit hook: it looks at a commit's events on the leader.
@@ -94,6 +99,8 @@ func (m *taskMetrics) observe(evs []fsm.Event) {
 			if ev.Since > 0 && ev.At >= ev.Since {
 				m.task(ev.Queue, ev.Type).wait.Observe(seconds(ev.At - ev.Since))
 			}
+		case ev.Kind == "task" && ev.Transition == domain.EventScheduleToStartExceeded:
+			m.task(ev.Queue, ev.Type).late.Inc()
 		case ev.Kind == "task" && ev.Outcome != "":
 			c := m.task(ev.Queue, ev.Type)
 			c.attempt(m, ev.Queue, ev.Type, ev.Outcome).Inc()
@@ -124,7 +131,7 @@ func (m *taskMetrics) task(queue, typ string) *taskChildren {
 		}
 	}
 	c := &taskChildren{wait: m.wait.WithLabelValues(k.queue, k.typ), run: m.run.WithLabelValues(k.queue, k.typ),
-		attempts: map[string]prometheus.Counter{}}
+		late: m.late.WithLabelValues(k.queue, k.typ), attempts: map[string]prometheus.Counter{}}
 	m.tasks[k] = c
 	return c
 }

@@ -209,9 +209,31 @@ func TestTaskMetricsObserveAllocatesNothing(t *testing.T) {
 		{Kind: "task", Transition: domain.EdgeSucceed, Queue: "q", Type: "t", At: 3000, Since: 2000, Outcome: fsm.OutcomeSucceeded},
 		{Kind: "run", Transition: domain.EdgeSucceed, To: "succeeded", Workflow: "wf", At: 3000, Since: 500},
 		{Kind: "task", Transition: domain.EdgeDependenciesSatisfied, Queue: "q", Type: "t", At: 3000},
+		{Kind: "task", Transition: domain.EventScheduleToStartExceeded, Queue: "q", Type: "t", At: 3000},
 	}
 	m.observe(evs) // caches the children
 	if n := testing.AllocsPerRun(100, func() { m.observe(evs) }); n != 0 {
 		t.Fatalf("observe allocates %.0f times per commit, want 0", n)
+	}
+}
+
+// A schedule_to_start alert (policy alert) counts once per event, by
+// queue and type, and nothing else does.
+func TestTaskMetricsCountScheduleToStartAlerts(t *testing.T) {
+	m := newTaskMetrics(func() bool { return true })
+	m.observe([]fsm.Event{
+		{Kind: "task", Transition: domain.EventScheduleToStartExceeded, Queue: "q", Type: "t", At: 3000},
+		{Kind: "task", Transition: domain.EventScheduleToStartExceeded, Queue: "q", Type: "u", At: 3000},
+		{Kind: "task", Transition: domain.EdgeTimeout, Queue: "q", Type: "t", At: 3000, Error: "schedule_to_start: ..."},
+	})
+	m.observe([]fsm.Event{{Kind: "task", Transition: domain.EventScheduleToStartExceeded, Queue: "q", Type: "t", At: 4000}})
+	for typ, want := range map[string]float64{"t": 2, "u": 1} {
+		var d dto.Metric
+		if err := m.late.WithLabelValues("q", typ).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.GetCounter().GetValue(); got != want {
+			t.Errorf("flowd_task_schedule_to_start_exceeded_total{queue=q,type=%s} = %v, want %v", typ, got, want)
+		}
 	}
 }

@@ -96,7 +96,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			Deps: ts.Deps, Dependents: dependents[ts.Key], Priority: ts.Priority, LeaseMS: ts.LeaseMS,
 			Retry: *ts.Retry, RevertType: ts.RevertType, State: domain.TaskPending,
 			TimeoutMS: ts.TimeoutMS, ScheduleToStartMS: ts.ScheduleToStartMS, Signal: ts.Signal,
-			CreateIndex: a.index, ModifyIndex: a.index,
+			ScheduleToStartPolicy: ts.ScheduleToStartPolicy, CreateIndex: a.index, ModifyIndex: a.index,
 		}
 		a.newTask(t)
 		if p := reuse[ts.Key]; p != nil {

@@ -271,7 +271,7 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 			Deps: deps, Dependents: append(append([]string(nil), oldDependents...), siblingDependents[ch.Key]...),
 			Priority: ch.Priority, LeaseMS: ch.LeaseMS, Retry: *ch.Retry, RevertType: ch.RevertType,
 			TimeoutMS: ch.TimeoutMS, ScheduleToStartMS: ch.ScheduleToStartMS, Signal: ch.Signal,
-			SpawnedBy: parent.Key, State: domain.TaskPending, CreateIndex: a.index,
+			ScheduleToStartPolicy: ch.ScheduleToStartPolicy, SpawnedBy: parent.Key, State: domain.TaskPending, CreateIndex: a.index,
 		}
 		a.newTask(t)
 		r.Counts[domain.TaskPending]++

@@ -82,7 +82,7 @@ func (a *applier) armReady(t *Task) {
 		}
 		return
 	}
-	if t.ScheduleToStartMS > 0 {
+	if t.ScheduleToStartMS > 0 && !t.Late { // an alert fires once per task
 		a.setDue(t, a.now+t.ScheduleToStartMS)
 	}
 }
@@ -90,8 +90,10 @@ func (a *applier) armReady(t *Task) {
 // fireReady handles a ready task's due timer (the tick already removed its
 // key): a wait task that got no signal in time fails (retried by policy,
 // waiting again); a dispatchable task no worker claimed in time fails for
-// good (a retry would wait in the same line). A task its run or queue pause
-// holds back is left alone.
+// good (a retry would wait in the same line), or, with
+// schedule_to_start_policy alert, is flagged late, stays ready and
+// claimable, and one event says so (its timer is not armed again). A task
+// its run or queue pause holds back is left alone.
 func (a *applier) fireReady(r *Run, t *Task) int {
 	t.DueAt = 0
 	if t.State != domain.TaskReady || r == nil {
@@ -104,6 +106,14 @@ func (a *applier) fireReady(r *Run, t *Task) int {
 	} else {
 		if !t.Indexed {
 			return 0 // not dispatchable now (run interrupted, queue paused for it)
+		}
+		if t.ScheduleToStartPolicy == domain.ScheduleToStartAlert {
+			t.Late = true
+			a.emit(Event{Kind: "task", RunID: t.RunID, TaskKey: t.Key, Transition: domain.EventScheduleToStartExceeded,
+				From: string(t.State), To: string(t.State), Attempt: t.Attempt, Queue: t.Queue, Type: t.Type,
+				Error: fmt.Sprintf("schedule_to_start: ready for %d ms without a claim; start a worker for queue %q and type %q",
+					t.ScheduleToStartMS, t.Queue, t.Type)})
+			return 1
 		}
 		msg = fmt.Sprintf("schedule_to_start: ready for %d ms without a claim; start a worker for queue %q and type %q",
 			t.ScheduleToStartMS, t.Queue, t.Type)

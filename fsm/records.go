@@ -111,6 +111,11 @@ type Task struct {
 	TimeoutAt         int64  `json:"timeout_at,omitempty"`
 	DueAt             int64  `json:"due_at,omitempty"`
 	SignalID          string `json:"signal_id,omitempty"`
+	// ScheduleToStartPolicy is the spec's ("" = fail); Late is set when a
+	// task with policy alert stayed ready past schedule_to_start_ms (once
+	// per task; it stays set).
+	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
+	Late                  bool   `json:"late,omitempty"`
 
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

@@ -209,6 +209,11 @@ type Task struct {
 	Waiting  bool   `json:"waiting,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	SignalID string `json:"signal_id,omitempty"`
+	// ScheduleToStartPolicy is the spec's ("fail" when omitted); Late: the
+	// task has policy alert and stayed ready past schedule_to_start_ms
+	// without a claim (it stays set once raised).
+	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
+	Late                  bool   `json:"late,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.

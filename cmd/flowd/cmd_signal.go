@@ -107,6 +107,9 @@ func deadlineText(r *rpc.Run) string {
 
 // timeNote adds what a task waits for to its RESULT / ERROR cell.
 func timeNote(t rpc.Task, out string) string {
+	if t.Late { // schedule_to_start_policy alert: ready past schedule_to_start_ms
+		out = strings.TrimSpace("(late: unclaimed past schedule_to_start_ms) " + out)
+	}
 	switch {
 	case t.Waiting:
 		return strings.TrimSpace("waiting for signal " + t.Signal + " " + out)

@@ -80,7 +80,14 @@ func taskGetAction(cCtx *cli.Context) error {
 		row(tw, "Not before:", stamp(t.NotBefore))
 	}
 	if t.TimeoutMS > 0 || t.ScheduleToStartMS > 0 {
-		row(tw, "Timeouts:", fmt.Sprintf("timeout_ms %d, schedule_to_start_ms %d", t.TimeoutMS, t.ScheduleToStartMS))
+		timeouts := fmt.Sprintf("timeout_ms %d, schedule_to_start_ms %d", t.TimeoutMS, t.ScheduleToStartMS)
+		if t.ScheduleToStartPolicy != "" {
+			timeouts += " (policy " + t.ScheduleToStartPolicy + ")"
+		}
+		row(tw, "Timeouts:", timeouts)
+	}
+	if t.Late {
+		row(tw, "Late:", "yes: ready past schedule_to_start_ms without a claim (policy alert); start a worker for queue "+t.Queue+" and type "+t.Type)
 	}
 	if !t.DeadlineAt.IsZero() {
 		row(tw, "Deadline:", stamp(t.DeadlineAt))

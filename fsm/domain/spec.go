@@ -31,10 +31,15 @@ type TaskSpec struct {
 	// be renewed past it); for a wait task, how long it waits for a signal.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// ScheduleToStartMS bounds how long the task may stay ready without a
-	// claim; past it the task fails (no retry: no worker took it).
+	// claim; past it the task fails (no retry: no worker took it), or, with
+	// ScheduleToStartPolicy "alert", is flagged late and stays claimable.
 	ScheduleToStartMS int64 `json:"schedule_to_start_ms,omitempty"`
 	// Signal is the name a wait task listens for with run.signal.
 	Signal string `json:"signal,omitempty"`
+	// ScheduleToStartPolicy is what passing schedule_to_start_ms does:
+	// "fail" (the default, also when empty) or "alert"
+	// (ScheduleToStartPolicies).
+	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a

@@ -18,6 +18,33 @@ const (
 	CodeBadSignal  = "bad_signal"
 )
 
+// What passing a ready task's schedule_to_start_ms does
+// (TaskSpec.ScheduleToStartPolicy).
+const (
+	// ScheduleToStartFail: the task takes timeout (ready -> failed) and is
+	// not retried. The default; an empty policy means it.
+	ScheduleToStartFail = "fail"
+	// ScheduleToStartAlert: the task stays ready and claimable; it is
+	// flagged late and one event (EventScheduleToStartExceeded) says so,
+	// once per task.
+	ScheduleToStartAlert = "alert"
+)
+
+// ScheduleToStartPolicies are the accepted schedule_to_start_policy values
+// (the empty string means ScheduleToStartFail).
+var ScheduleToStartPolicies = map[string]bool{"": true, ScheduleToStartFail: true, ScheduleToStartAlert: true}
+
+// EventScheduleToStartExceeded is the transition of the task event (not
+// an edge: the state stays ready) of a task with policy alert that stayed
+// ready past its schedule_to_start_ms. Stable API, like the edge names.
+const EventScheduleToStartExceeded = "schedule_to_start_exceeded"
+
+// ScheduleToStartAlerts reports whether t's schedule_to_start_ms raises an
+// alert rather than failing it.
+func (t TaskSpec) ScheduleToStartAlerts() bool {
+	return t.ScheduleToStartPolicy == ScheduleToStartAlert
+}
+
 // MinTimeoutMS is the smallest timeout_ms and schedule_to_start_ms.
 const MinTimeoutMS = 10
 
@@ -32,6 +59,12 @@ func validateTimeouts(t TaskSpec, path string, lim Limits) problems {
 	}
 	check("timeout_ms", t.TimeoutMS)
 	check("schedule_to_start_ms", t.ScheduleToStartMS)
+	if !ScheduleToStartPolicies[t.ScheduleToStartPolicy] {
+		ps.add(CodeBadTimeout, path+".schedule_to_start_policy", "schedule_to_start_policy %q must be %q (the default) or %q",
+			t.ScheduleToStartPolicy, ScheduleToStartFail, ScheduleToStartAlert)
+	} else if t.ScheduleToStartPolicy != "" && t.ScheduleToStartMS == 0 {
+		ps.add(CodeBadTimeout, path+".schedule_to_start_policy", "schedule_to_start_policy needs schedule_to_start_ms: give the time limit it applies to, or drop it")
+	}
 	if t.IsWait() {
 		if t.ScheduleToStartMS != 0 {
 			ps.add(CodeBadTimeout, path+".schedule_to_start_ms", "a wait task is never claimed: use timeout_ms to bound its wait")

@@ -75,7 +75,7 @@ func (ps problems) err() error {
 var (
 	specFields = fields("name", "on_failure", "deadline_ms", "tasks")
 	taskFields = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
-		"timeout_ms", "schedule_to_start_ms", "signal")
+		"timeout_ms", "schedule_to_start_ms", "signal", "schedule_to_start_policy")
 	retryFields = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
 
@@ -145,6 +145,7 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	decodeField(ps, m, "timeout_ms", path+".timeout_ms", &t.TimeoutMS)
 	decodeField(ps, m, "schedule_to_start_ms", path+".schedule_to_start_ms", &t.ScheduleToStartMS)
 	decodeField(ps, m, "signal", path+".signal", &t.Signal)
+	decodeField(ps, m, "schedule_to_start_policy", path+".schedule_to_start_policy", &t.ScheduleToStartPolicy)
 	if in, ok := m["input"]; ok && !bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		t.Input = compact(in)
 	}
