@@ -105,7 +105,9 @@ func BenchmarkFSMClaimCompleteBatched(b *testing.B) {
 type countingStore struct {
 	Store
 	writes map[string]int
+	bytes  map[string]int
 	total  int
+	size   int // key and value bytes
 }
 
 func (c *countingStore) Commit(batches [][]Write) error {
@@ -117,6 +119,10 @@ func (c *countingStore) Commit(batches [][]Write) error {
 			}
 			c.writes[p]++
 			c.total++
+			if c.bytes != nil {
+				c.bytes[p] += len(w.Key) + len(w.Val)
+			}
+			c.size += len(w.Key) + len(w.Val)
 		}
 	}
 	return c.Store.Commit(batches)
@@ -135,7 +141,7 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer bs.Close()
-	store := &countingStore{Store: bs, writes: map[string]int{}} // what reaches badger
+	store := &countingStore{Store: bs, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
 	idx, err := NewIndexedStore(store)
 	if err != nil {
 		b.Fatal(err)
@@ -189,10 +195,11 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 		jobs += group
 	}
 	b.ReportMetric(float64(store.total)/float64(jobs), "writes/job")
+	b.ReportMetric(float64(store.size)/float64(jobs), "bytes/job")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
 	if testing.Verbose() {
 		for p, n := range store.writes {
-			b.Logf("%-8s %.2f writes/job", p, float64(n)/float64(jobs))
+			b.Logf("%-8s %.2f writes/job %6.0f bytes/job", p, float64(n)/float64(jobs), float64(store.bytes[p])/float64(jobs))
 		}
 	}
 }

@@ -22,7 +22,7 @@ func queueRunning(t testing.TB, f *FSM, queue string) int {
 	err := f.View(func(r Reader) error {
 		return r.Scan(pfxTask, nil, false, func(_, v []byte) bool {
 			var tk Task
-			if err := json.Unmarshal(v, &tk); err != nil {
+			if err := unmarshal(v, &tk); err != nil {
 				t.Fatal(err)
 			}
 			if tk.Queue == queue && tk.Leased() {

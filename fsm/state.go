@@ -101,21 +101,6 @@ func (a *applier) discard() {
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
 }
 
-// modifyIndexKey is the last field of every stamped record (Run, Task; a
-// test pins this), so two encodings that agree up to it differ at most in
-// the index they were last modified at.
-var modifyIndexKey = []byte(`"modify_index":`)
-
-// sameRecord reports whether encoding b holds the same record as orig,
-// ignoring the modify index of stamped records.
-func sameRecord(b, orig []byte, stamped bool) bool {
-	if !stamped {
-		return bytes.Equal(b, orig)
-	}
-	i, j := bytes.LastIndex(b, modifyIndexKey), bytes.LastIndex(orig, modifyIndexKey)
-	return i >= 0 && i == j && bytes.Equal(b[:i], orig[:j])
-}
-
 // flush writes back changed records, counters and caches.
 func (a *applier) flush() {
 	for _, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
@@ -125,14 +110,25 @@ func (a *applier) flush() {
 				a.del(e.key)
 				continue
 			}
+			// A loaded record still holds the index it was loaded with:
+			// encoded as it is, it compares equal to its stored bytes when
+			// nothing changed (and is not rewritten); otherwise it is
+			// stamped and encoded again.
 			m, stamped := e.v.(modifiable)
-			if stamped {
+			if stamped && e.orig == nil {
 				m.setModifyIndex(a.index)
 			}
 			b, err := marshal(e.v)
 			must(err)
-			if e.orig != nil && sameRecord(b, e.orig, stamped) {
-				continue
+			if e.orig != nil {
+				if bytes.Equal(b, e.orig) {
+					continue
+				}
+				if stamped {
+					m.setModifyIndex(a.index)
+					b, err = marshal(e.v)
+					must(err)
+				}
 			}
 			must(a.tx.Set(e.key, b))
 		}

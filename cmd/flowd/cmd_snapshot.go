@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -166,8 +165,8 @@ func inspectSnapshot(path string) (*snapshotSummary, error) {
 		case string(k) == "m/now" && len(v) == 8:
 			sum.Clock = time.UnixMilli(int64(binary.BigEndian.Uint64(v))).UTC()
 		case pfx == "r":
-			var r fsm.Run
-			if json.Unmarshal(v, &r) != nil || r.State == "" {
+			r, err := fsm.DecodeRun(v)
+			if err != nil || r.State == "" {
 				sum.BadRuns++
 				return nil
 			}
