@@ -67,12 +67,16 @@ func TestRecordEncodingIsAppendOnly(t *testing.T) {
 	}{
 		{"task", fullTask(), func() any { return &Task{} }},
 		{"run", fullRun(), func() any { return &Run{} }},
+		{"counters", &Counters{ActiveRuns: 1, Events: 2, TrimmedThrough: 3, NextAdmit: 4, LeaseExpiries: 5, LeaseUnacked: 6, TasksDone: 7},
+			func() any { return &Counters{} }},
+		{"event", &Event{Index: 1, Seq: 2, Kind: "task", RunID: "r", TaskKey: "k", Name: "n", Transition: "claim", From: "ready",
+			To: "running", At: 3, Attempt: 4, Worker: "w", Queue: "q", Type: "t", Error: "e"}, func() any { return &Event{} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := reflect.ValueOf(c.full).Elem()
 			for i := range v.NumField() {
 				f := v.Type().Field(i)
-				if f.Tag.Get("json") != "-" && v.Field(i).IsZero() {
+				if f.Tag.Get("json") != "-" && v.Field(i).IsZero() && f.IsExported() {
 					t.Fatalf("full%s leaves %s zero: set every field so the stored encoding covers it", c.name, f.Name)
 				}
 			}
@@ -180,6 +184,15 @@ func TestJSONRecordsStillLoad(t *testing.T) {
 		if !reflect.DeepEqual(got, v) {
 			t.Fatalf("JSON record read as %+v", got)
 		}
+	}
+	evs := []Event{{Index: 1, Kind: "task", Transition: "claim", At: 2}}
+	j, _ := gojson.Marshal(evs)
+	var back []Event
+	if err := unmarshal(j, &back); err != nil || !reflect.DeepEqual(back, evs) {
+		t.Fatalf("JSON events read as %+v (%v)", back, err)
+	}
+	if b, _ := marshal(evs); b[0] == '[' {
+		t.Fatal("events are still written as JSON")
 	}
 	// Through Apply: a run whose records are JSON is claimed and completed.
 	h := newHarness(t)

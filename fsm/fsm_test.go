@@ -257,7 +257,7 @@ func TestEventsCarryIndexAndResume(t *testing.T) {
 	_ = h.f.View(func(r Reader) error {
 		return r.Scan(pfxEvent, nil, false, func(_, v []byte) bool {
 			var evs []Event
-			_ = json.Unmarshal(v, &evs)
+			_ = unmarshal(v, &evs)
 			stored += len(evs)
 			return true
 		})

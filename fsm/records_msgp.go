@@ -242,6 +242,274 @@ func (z *Compensation) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
+func (z *Counters) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// array header, size 7
+	o = append(o, 0x97)
+	o = msgp.AppendInt(o, z.ActiveRuns)
+	o = msgp.AppendInt(o, z.Events)
+	o = msgp.AppendUint64(o, z.TrimmedThrough)
+	o = msgp.AppendUint64(o, z.NextAdmit)
+	o = msgp.AppendUint64(o, z.LeaseExpiries)
+	o = msgp.AppendUint64(o, z.LeaseUnacked)
+	o = msgp.AppendUint64(o, z.TasksDone)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Counters) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		z.ActiveRuns, bts, err = msgp.ReadIntBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "ActiveRuns")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Events, bts, err = msgp.ReadIntBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Events")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.TrimmedThrough, bts, err = msgp.ReadUint64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "TrimmedThrough")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.NextAdmit, bts, err = msgp.ReadUint64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "NextAdmit")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.LeaseExpiries, bts, err = msgp.ReadUint64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "LeaseExpiries")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.LeaseUnacked, bts, err = msgp.ReadUint64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "LeaseUnacked")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.TasksDone, bts, err = msgp.ReadUint64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "TasksDone")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		for ; zb0001 > 0; zb0001-- {
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *Counters) Msgsize() (s int) {
+	s = 1 + msgp.IntSize + msgp.IntSize + msgp.Uint64Size + msgp.Uint64Size + msgp.Uint64Size + msgp.Uint64Size + msgp.Uint64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z *Event) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// array header, size 15
+	o = append(o, 0x9f)
+	o = msgp.AppendUint64(o, z.Index)
+	o = msgp.AppendUint32(o, z.Seq)
+	o = msgp.AppendString(o, z.Kind)
+	o = msgp.AppendString(o, z.RunID)
+	o = msgp.AppendString(o, z.TaskKey)
+	o = msgp.AppendString(o, z.Name)
+	o = msgp.AppendString(o, z.Transition)
+	o = msgp.AppendString(o, z.From)
+	o = msgp.AppendString(o, z.To)
+	o = msgp.AppendInt64(o, z.At)
+	o = msgp.AppendInt(o, z.Attempt)
+	o = msgp.AppendString(o, z.Worker)
+	o = msgp.AppendString(o, z.Queue)
+	o = msgp.AppendString(o, z.Type)
+	o = msgp.AppendString(o, z.Error)
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Event) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	for zb0001 > 0 {
+		z.Index, bts, err = msgp.ReadUint64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Index")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Seq, bts, err = msgp.ReadUint32Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Seq")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Kind, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Kind")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.RunID, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "RunID")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.TaskKey, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "TaskKey")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Name, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Name")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Transition, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Transition")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.From, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "From")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.To, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "To")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.At, bts, err = msgp.ReadInt64Bytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "At")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Attempt, bts, err = msgp.ReadIntBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Attempt")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Worker, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Worker")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Queue, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Queue")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Type, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Type")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		z.Error, bts, err = msgp.ReadStringBytes(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Error")
+			return
+		}
+		if zb0001--; zb0001 == 0 {
+			break
+		}
+		for ; zb0001 > 0; zb0001-- {
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z *Event) Msgsize() (s int) {
+	s = 1 + msgp.Uint64Size + msgp.Uint32Size + msgp.StringPrefixSize + len(z.Kind) + msgp.StringPrefixSize + len(z.RunID) + msgp.StringPrefixSize + len(z.TaskKey) + msgp.StringPrefixSize + len(z.Name) + msgp.StringPrefixSize + len(z.Transition) + msgp.StringPrefixSize + len(z.From) + msgp.StringPrefixSize + len(z.To) + msgp.Int64Size + msgp.IntSize + msgp.StringPrefixSize + len(z.Worker) + msgp.StringPrefixSize + len(z.Queue) + msgp.StringPrefixSize + len(z.Type) + msgp.StringPrefixSize + len(z.Error)
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
 func (z Labels) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	o = msgp.AppendBytes(o, labelsToMsg(z))
@@ -1090,6 +1358,53 @@ func (z *Task) Msgsize() (s int) {
 		s += z.Comp.Msgsize()
 	}
 	s += msgp.Int64Size + msgp.Int64Size + msgp.StringPrefixSize + len(z.Signal) + msgp.Int64Size + msgp.Int64Size + msgp.StringPrefixSize + len(z.SignalID) + msgp.StringPrefixSize + len(z.ScheduleToStartPolicy) + msgp.BoolSize + msgp.Uint64Size + msgp.Uint64Size
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z eventList) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	o = msgp.AppendArrayHeader(o, uint32(len(z)))
+	for za0001 := range z {
+		o, err = z[za0001].MarshalMsg(o)
+		if err != nil {
+			err = msgp.WrapError(err, za0001)
+			return
+		}
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *eventList) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var zb0002 uint32
+	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if cap((*z)) >= int(zb0002) {
+		(*z) = (*z)[:zb0002]
+	} else {
+		(*z) = make(eventList, zb0002)
+	}
+	for zb0001 := range *z {
+		bts, err = (*z)[zb0001].UnmarshalMsg(bts)
+		if err != nil {
+			err = msgp.WrapError(err, zb0001)
+			return
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z eventList) Msgsize() (s int) {
+	s = msgp.ArrayHeaderSize
+	for zb0003 := range z {
+		s += z[zb0003].Msgsize()
+	}
 	return
 }
 
