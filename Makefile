@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test vet staticcheck bench bench-queues bench-profile deps clean image chaos
+.PHONY: all build run test vet staticcheck bench bench-queues bench-profile deps clean image chaos compose-test
 
 all: build
 
@@ -57,6 +57,14 @@ staticcheck:
 test: deps vet staticcheck build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
+
+# The compose example as shipped (examples/deploy): builds the image
+# flowd:dev from static binaries, docker-compose up (certificates, three
+# mTLS agents, the example worker), a leader over the TLS client listener
+# with a token, a workflow the worker completes, docker-compose down -v.
+# Needs Docker Engine and docker-compose v1; about a minute, so not in test.
+compose-test:
+	FLOWD_DOCKER=1 $(GO) test -count=1 -timeout 10m -run '^TestComposeUp$$' -v ./internal/e2e/
 
 # The long fault-injection run (internal/chaos, docs/chaos.md; root, ip, nft;
 # ~6-10 min): every fault kind at least twice under load, >= 8,000 tasks.
