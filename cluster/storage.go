@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -78,8 +79,8 @@ func (n *Node) Health() string {
 }
 
 // Serving is Health without looking at the disk (no system calls): what
-// every client call asks. The disk is checked before every raft log
-// append and by every /readyz.
+// every client call asks. The disk is checked before raft log appends (at
+// most every appendCheckEvery) and by every /readyz.
 func (n *Node) Serving() string {
 	if err := n.Failure(); err != nil {
 		return err.Error()
@@ -98,6 +99,24 @@ type diskGuard struct {
 
 	mu  sync.Mutex
 	err error
+	ok  time.Time // when a check last passed
+}
+
+// appendCheckEvery bounds how often a raft log append pays the disk check
+// (three system calls): under load the log is appended thousands of times
+// a second, and a data dir deleted or a disk filled is still caught within
+// this much time (a write that fails meanwhile stops the node anyway).
+const appendCheckEvery = 20 * time.Millisecond
+
+// checkRecent is check, skipped when one passed within appendCheckEvery.
+func (g *diskGuard) checkRecent() error {
+	g.mu.Lock()
+	fresh := g.err == nil && !g.ok.IsZero() && time.Since(g.ok) < appendCheckEvery
+	g.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	return g.check()
 }
 
 func newDiskGuard(dataDir string, minFree int64, paths ...string) (*diskGuard, error) {
@@ -112,8 +131,8 @@ func newDiskGuard(dataDir string, minFree int64, paths ...string) (*diskGuard, e
 	return g, nil
 }
 
-// check costs a stat per path and a statfs: cheap enough for every log
-// append.
+// check costs a stat per path and a statfs (every /readyz; appends use
+// checkRecent).
 func (g *diskGuard) check() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -137,6 +156,7 @@ func (g *diskGuard) check() error {
 			}
 		}
 	}
+	g.ok = time.Now()
 	return nil
 }
 
@@ -153,7 +173,7 @@ type checkedLogStore struct {
 // makes a failed one fatal.
 func (s *checkedLogStore) guard(op string, err error, before bool) error {
 	if before && s.n.disk != nil {
-		err = s.n.disk.check()
+		err = s.n.disk.checkRecent()
 	}
 	if err != nil {
 		s.n.fail(fmt.Errorf("raft log %s: %w", op, err))

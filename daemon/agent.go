@@ -21,8 +21,9 @@ import (
 // its Unix socket (and optional TCP listener), the inter-node forwarding
 // listener, and the HTTP health/metrics endpoint.
 type Agent struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	specs specCache // parsed run.submit specs (speccache.go)
 	// node is the concrete cluster node, for lifecycle (Run, Shutdown),
 	// metrics and the operator methods that need raft itself; handlers
 	// otherwise go through prop and state (the seam, seam.go).

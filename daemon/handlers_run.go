@@ -77,7 +77,7 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 			}
 			return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
 		}
-		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
+		spec, err := a.specs.parse(p.Workflow, a.state.Limits())
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}

@@ -115,11 +115,39 @@ var DefaultLimits = Limits{
 	MaxLabels:      64,
 }
 
+// keyPattern is the rule ValidKey applies, as documented; ValidKey checks
+// it with a byte table (the regexp cost ~1 µs per name on every submit;
+// TestValidKeyIsKeyPattern holds the two equal).
 var keyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]*$`)
+
+// keyByte marks the bytes a key may hold after its first: 1 for a letter or
+// digit (allowed first too), 2 for '_', '.', ':' and '-'.
+var keyByte = func() (t [256]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 1
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = 1, 1
+	}
+	for _, c := range "_.:-" {
+		t[c] = 2
+	}
+	return t
+}()
 
 // ValidKey reports whether s may be used as a task key, queue or type name:
 // a letter or digit followed by letters, digits, '_', '.', ':' or '-'.
-func ValidKey(s string) bool { return keyPattern.MatchString(s) }
+func ValidKey(s string) bool {
+	if s == "" || keyByte[s[0]] != 1 {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if keyByte[s[i]] == 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // Normalize returns a copy of the spec with every default filled in. The
 // frozen spec of a run is the normalized one, so later default changes never
