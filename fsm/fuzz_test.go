@@ -222,6 +222,7 @@ func fuzzScenarios(tb testing.TB) map[string][]Entry {
 	h.index++
 	h.log = append(h.log, Entry{Index: h.index, Data: EncodeDigestMark()})
 	out["odd"] = h.log
+	fuzzScenariosLater(tb, out) // fuzz_seeds_test.go: commands 24-55
 	return out
 }
 
@@ -237,7 +238,7 @@ func fuzzSpec(tb testing.TB, s string) domain.Spec {
 func fuzzApplySeeds(tb testing.TB) [][]byte {
 	sc := fuzzScenarios(tb)
 	var out [][]byte
-	for _, name := range []string{"derived", "diamond", "multi", "odd"} {
+	for _, name := range fuzzApplySeedNames {
 		out = append(out, joinEntries(sc[name]))
 	}
 	return out
@@ -338,7 +339,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		}
 	}
 	sc := fuzzScenarios(t)
-	for _, name := range []string{"derived", "diamond", "multi", "odd"} {
+	for _, name := range fuzzApplySeedNames {
 		write("FuzzApply", "seed-"+name, joinEntries(sc[name]))
 	}
 	for i, s := range fuzzSnapshotSeeds(t) {
