@@ -133,8 +133,14 @@ func (m *model) check(rt *rapid.T) {
 	if len(ready) != countTrue(m, m.dispatchable) || len(leases) != running {
 		rt.Fatalf("index holds %d ready and %d leases for unknown tasks", len(ready), len(leases))
 	}
-	if qs, _ := f.Queues(); len(qs) == 1 && (qs[0].Running != running || qs[0].Ready != len(ready)) {
+	qs, _ := f.Queues()
+	if len(qs) == 1 && (qs[0].Running != running || qs[0].Ready != len(ready)) {
 		rt.Fatalf("queue %+v, want running %d ready %d", qs[0], running, len(ready))
+	}
+	if len(qs) == 1 {
+		m.checkFlow(rt, &qs[0].QueueState)
+	} else if len(qs) == 0 {
+		m.checkFlow(rt, nil)
 	}
 	evs, _, err := f.Events(m.evNext, "", 0)
 	if err != nil {
@@ -186,7 +192,13 @@ func TestModelRandomCommands(t *testing.T) {
 			"tick":      m.tick,
 			"verb":      m.verb,
 			"signal":    m.signal,
-			"":          m.check,
+			// Flow control (model_flow_test.go): claims lease no more than
+			// the rate limits and the cap allow.
+			"rate_limit": m.rateLimit,
+			"queue_auto": m.queueAuto,
+			"queue_cap":  m.queueCap,
+			"queue_set":  m.queueSet,
+			"":           m.check,
 		})
 		checkReplay(h.t, h, 2, rapid.Uint64().Draw(rt, "replay_seed"))
 	})

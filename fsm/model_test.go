@@ -76,6 +76,7 @@ type model struct {
 	runs    []*mRun
 	evNext  uint64
 	mStored // schedules and definitions (model_schedule_test.go)
+	mFlow   // rate limits and auto concurrency (model_flow_test.go)
 }
 
 func (m *model) now() int64 { return m.h.now }
@@ -96,6 +97,15 @@ func (m *model) all() []*mTask {
 		out = append(out, r.tasks...)
 	}
 	return out
+}
+
+// dispatchType is the type a dispatchable task is claimed as (a
+// compensation's is its revert_type).
+func (m *model) dispatchType(t *mTask) string {
+	if t.state == domain.TaskReverting {
+		return t.revertType
+	}
+	return t.typ
 }
 
 func (m *model) dispatchable(t *mTask) bool {
@@ -323,13 +333,14 @@ func (m *model) claim(rt *rapid.T) {
 			RequestID: fmt.Sprintf("req-%d-%d", m.h.index, i)}
 		want += max(ws[i].Max, 1)
 	}
-	avail := 0
+	avail, byType := 0, map[string]int{}
 	for _, t := range m.all() {
 		if m.dispatchable(t) {
 			avail++
+			byType[m.dispatchType(t)]++
 		}
 	}
-	want = min(want, avail)
+	want = min(want, avail, m.flowBudget(byType, m.leasedCount()))
 	res := m.h.ok(&Claim{Waiters: ws}).(*ClaimResult)
 	tok, got := m.h.index, 0
 	for i, as := range res.Assigned {
@@ -353,6 +364,7 @@ func (m *model) claim(rt *rapid.T) {
 			if !maps.EqualFunc(deps, c.DepResults, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) {
 				rt.Fatalf("claim of %s: dep results %v, want %v", c.TaskID, c.DepResults, deps)
 			}
+			m.flowTake(m.dispatchType(t))
 			comp := t.state == domain.TaskReverting
 			if comp {
 				t.comp = CompRunning
