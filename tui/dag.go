@@ -316,7 +316,12 @@ type drawing struct {
 	lines      []string
 	width      int
 	selX, selY int
+	// boxes are the drawn nodes (for counting what a view clips).
+	boxes []box
 }
+
+// box is where a node is drawn: columns [x, x+w) of row.
+type box struct{ x, w, row int }
 
 // render draws the graph; sel is the selected task key.
 func (g *dag) render(st *Styles, sel string) drawing {
@@ -382,6 +387,7 @@ func (g *dag) render(st *Styles, sel string) drawing {
 				start = xs[i] + len([]rune(lbl))
 				p := placed{x: xs[i], w: len([]rune(lbl)), label: lbl, state: vx.state, sel: vx.has(sel)}
 				c.nodes[vx.row] = append(c.nodes[vx.row], p)
+				out.boxes = append(out.boxes, box{x: p.x, w: p.w, row: vx.row})
 				if p.sel {
 					out.selX, out.selY = xs[i], vx.row
 				}

@@ -341,7 +341,7 @@ func (m *runDetail) redraw() {
 	}
 	m.drawing = m.graph.render(m.Styles, m.selKey)
 	// Scroll the selected task into view.
-	w, h := m.Width, m.bodyHeight()
+	w, h := m.Width, m.graphRows()
 	if m.drawing.selX >= 0 {
 		if m.drawing.selX-1 < m.gx || m.drawing.selX+maxLabel > m.gx+w {
 			m.gx = max(0, m.drawing.selX-w/3)
@@ -555,16 +555,94 @@ func (m *runDetail) tasksView(h int) string {
 	})
 }
 
+// graphClipped reports whether the graph does not fit the pane (h rows):
+// then its last row says what lies beyond each edge.
+func (m *runDetail) graphClipped(h int) bool {
+	if len(m.drawing.lines) > h || m.gx > 0 {
+		return true
+	}
+	for _, b := range m.drawing.boxes {
+		if b.x+b.w > m.Width {
+			return true
+		}
+	}
+	return false
+}
+
+// graphRows is how many rows of the graph the pane shows.
+func (m *runDetail) graphRows() int {
+	h := m.bodyHeight()
+	if h > 1 && m.graphClipped(h) {
+		return h - 1
+	}
+	return h
+}
+
 func (m *runDetail) graphView(h int) string {
 	if m.graph == nil || len(m.drawing.lines) == 0 {
 		return m.Styles.Subtle.Render("  no tasks to draw")
 	}
-	lines := m.drawing.lines
+	st, lines, w := m.Styles, m.drawing.lines, m.Width
+	rows := h
+	clipped := h > 1 && m.graphClipped(h)
+	if clipped {
+		rows = h - 1
+	}
 	from := min(m.gy, len(lines))
-	to := min(len(lines), from+h)
+	to := min(len(lines), from+rows)
+	left, right := "←", "→"
+	if st.ASCII {
+		left, right = "<", ">"
+	}
 	out := make([]string, 0, h)
 	for _, l := range lines[from:to] {
-		out = append(out, ansi.Cut(l, m.gx, m.gx+m.Width))
+		cut := ansi.Cut(l, m.gx, m.gx+w)
+		if w > 2 && ansi.StringWidth(l) > m.gx+w { // the row goes on to the right
+			cut = ansi.Cut(l, m.gx, m.gx+w-1) + st.Subtle.Render(right)
+		}
+		if w > 2 && m.gx > 0 && strings.TrimSpace(ansi.Strip(ansi.Cut(l, 0, m.gx))) != "" { // and came from the left
+			cut = st.Subtle.Render(left) + ansi.Cut(cut, 1, w)
+		}
+		out = append(out, cut)
+	}
+	if clipped {
+		for len(out) < rows {
+			out = append(out, "")
+		}
+		out = append(out, m.graphEdges(from, to))
 	}
 	return strings.Join(out, "\n")
+}
+
+// graphEdges is the graph pane's last row when the graph is clipped: how
+// many tasks (a group counts once) lie above, below, left and right of the
+// view, and the keys that scroll to them.
+func (m *runDetail) graphEdges(from, to int) string {
+	var up, down, left, right int
+	for _, b := range m.drawing.boxes {
+		switch {
+		case b.row < from:
+			up++
+		case b.row >= to:
+			down++
+		case b.x < m.gx:
+			left++
+		case b.x+b.w > m.gx+m.Width:
+			right++
+		}
+	}
+	arrows := [4]string{"↑", "↓", "←", "→"}
+	if m.Styles.ASCII {
+		arrows = [4]string{"^", "v", "<", ">"}
+	}
+	var parts []string
+	for i, n := range [4]int{up, down, left, right} {
+		if n > 0 {
+			parts = append(parts, arrows[i]+" "+itoa(n)+" more "+[4]string{"above", "below", "left", "right"}[i])
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fit(m.Styles.Subtle.Render(" "+strings.Join(parts, " · ")+"  (j/k h/l move)"), m.Width)
 }
