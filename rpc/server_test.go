@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/flowd/flowd/fsm/domain"
 )
 
@@ -321,3 +323,20 @@ func TestShutdownAnswersInFlightCalls(t *testing.T) {
 }
 
 func nopConn() net.Conn { a, b := net.Pipe(); b.Close(); return a }
+
+// The fast params decode rejects unknown members itself (the flag is set
+// by its bit value: see disallowUnknownFields).
+func TestParamsRejectUnknownFieldsOnTheFastPath(t *testing.T) {
+	var p struct {
+		A int `json:"a"`
+	}
+	if err := gojson.UnmarshalWithOption([]byte(`{"a":1,"zz":2}`), &p, disallowUnknownFields); err == nil {
+		t.Fatal("an unknown member was accepted: goccy/go-json's DisallowUnknownFields flag moved")
+	}
+	if err := gojson.UnmarshalWithOption([]byte(`{"a":1}`), &p, disallowUnknownFields); err != nil || p.A != 1 {
+		t.Fatalf("known members: %v, a=%d", err, p.A)
+	}
+	if err := gojson.Unmarshal([]byte(`{"a":1,"zz":2}`), &p); err != nil {
+		t.Fatalf("without the option: %v", err)
+	}
+}
