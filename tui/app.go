@@ -77,6 +77,7 @@ type App struct {
 
 	stack    []screenID
 	dialog   *dialog
+	editor   *editor // the input editor (editor.go)
 	helpOpen bool
 	cmdline  lineInput
 	frozen   bool
@@ -209,6 +210,9 @@ func (a *App) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case showHelpMsg:
 		a.helpOpen = true
 		return a, nil
+	case editorMsg:
+		a.editor = newEditor(a.c, msg)
+		return a, nil
 	case promptMsg:
 		a.cmdline.start(":", msg.text)
 		return a, nil
@@ -231,6 +235,9 @@ func (a *App) setSize(w, h int) {
 	}
 	if a.dialog != nil {
 		a.dialog.SetSize(w, h)
+	}
+	if a.editor != nil {
+		a.editor.SetSize(w, h)
 	}
 }
 
@@ -321,7 +328,7 @@ func (a *App) key(msg tea.KeyMsg) tea.Cmd {
 	}
 	// Keys typed faster than the terminal is read arrive as one message
 	// ("jj"); outside a text input each rune is its own key.
-	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && !a.cmdline.active && !a.cur().Capturing() {
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && !a.cmdline.active && a.editor == nil && !a.cur().Capturing() {
 		cmds := make([]tea.Cmd, 0, len(msg.Runes))
 		for _, r := range msg.Runes {
 			cmds = append(cmds, a.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt}))
@@ -336,6 +343,15 @@ func (a *App) key(msg tea.KeyMsg) tea.Cmd {
 			return cmd
 		}
 		return nil
+	}
+	if a.editor != nil {
+		var cmd tea.Cmd
+		a.editor, cmd = a.editor.Update(msg)
+		if a.editor.closed {
+			cmd = a.editor.chosen
+			a.editor = nil
+		}
+		return cmd
 	}
 	if a.helpOpen {
 		if key.Matches(msg, k.Help, k.Back, k.Quit) {
@@ -422,6 +438,9 @@ func (a *App) View() string {
 	case a.dialog != nil:
 		body = overlay(body, a.dialog.View(), w, bh)
 		keys = a.dialog
+	case a.editor != nil:
+		body = overlay(body, a.editor.View(), w, bh)
+		keys = a.editor
 	case a.helpOpen:
 		body = overlay(body, helpView(a.c, a.cur().Title(), a.cur()), w, bh)
 		keys = keysOf{{relabel(a.c.Keys.Help, "close")}}

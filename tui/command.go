@@ -140,7 +140,7 @@ func runCommand(c Common, line string) tea.Cmd {
 		if err != nil {
 			return errorCmd(err)
 		}
-		return submitFile(c, path, input)
+		return submitFile(c, path, input, strings.TrimSpace(rest) == "")
 	}
 	if arg == "" {
 		return need("a run id")

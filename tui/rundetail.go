@@ -368,7 +368,7 @@ func (m *runDetail) key(msg tea.KeyMsg) tea.Cmd {
 			return nil
 		}
 		if key.Matches(msg, k.EditReplay) {
-			m.post(editReplay(*m.run))
+			m.post(editReplay(m.Common, *m.run))
 			return nil
 		}
 		if key.Matches(msg, k.Pause) && (m.pane == paneTasks || m.pane == paneGraph) {

@@ -232,7 +232,7 @@ func (m *runsModel) key(msg tea.KeyMsg) tea.Cmd {
 		m.markAll()
 	case key.Matches(msg, k.EditReplay):
 		if r, ok := m.selected(); ok {
-			return fetchEditReplay(m.Client, r.ID) // list rows may lack the input
+			return fetchEditReplay(m.Common, r.ID) // list rows may lack the input
 		}
 	default:
 		if _, ok := verbFor(k, msg); ok && len(m.marked) > 0 {

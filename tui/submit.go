@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,36 +18,40 @@ import (
 //	:submit PATH [INPUT]    a workflow file (YAML or JSON), with an optional JSON input
 //	:replay ID [INPUT]      a new run from ID's frozen spec, with INPUT instead of its input
 //
-// `e` on the runs list and the run screen opens the command line holding
-// `replay ID <the run's input>`, ready to edit. Both ask to confirm; the
-// new run's id is chosen when the dialog opens, so a repeated call cannot
-// start two runs, and the new run is opened when the agent accepts it.
+// `e` on the runs list and the run screen opens the input editor
+// (editor.go) holding the run's input, pretty-printed; `:submit PATH`
+// without an input opens it empty. ctrl+s there, or an inline INPUT, goes
+// on to a confirm dialog; the new run's id is chosen when the dialog opens,
+// so a repeated call cannot start two runs, and the new run is opened when
+// the agent accepts it.
 
 // promptMsg opens the command line holding text.
 type promptMsg struct{ text string }
 
-// editReplay is the command line that replays run r with its input.
-func editReplay(r rpc.Run) tea.Msg {
-	in := "{}"
-	if len(r.Input) > 0 {
-		var b bytes.Buffer
-		if err := json.Compact(&b, r.Input); err == nil {
-			in = b.String()
-		}
+// editReplay opens the input editor to replay run r with an edited input.
+func editReplay(c Common, r rpc.Run) tea.Msg {
+	in := prettyJSON(r.Input)
+	if in == "" {
+		in = "{}"
 	}
-	return promptMsg{text: "replay " + r.ID + " " + in}
+	return editorMsg{
+		title: "Replay run " + shortID(r.ID) + " with new input",
+		about: "workflow " + dash(r.Workflow) + " · state " + stateLabel(string(r.State)),
+		text:  in,
+		next:  func(input json.RawMessage) tea.Cmd { return replayWithInput(c, r.ID, input) },
+	}
 }
 
-// fetchEditReplay fetches run id, then opens the command line to replay it.
-func fetchEditReplay(client Client, id string) tea.Cmd {
+// fetchEditReplay fetches run id, then opens the input editor to replay it.
+func fetchEditReplay(c Common, id string) tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		r, err := client.GetRun(cx, id)
+		r, err := c.Client.GetRun(cx, id)
 		if err != nil {
 			return errMsg{fmt.Errorf("replay %s: %w", shortID(id), err)}
 		}
-		return editReplay(*r)
+		return editReplay(c, *r)
 	}
 }
 
@@ -92,8 +95,9 @@ func replayWithInput(c Common, id string, input json.RawMessage) tea.Cmd {
 	}
 }
 
-// submitFile reads a workflow file and asks to submit it with input.
-func submitFile(c Common, path string, input json.RawMessage) tea.Cmd {
+// submitFile reads a workflow file and asks to submit it with input; with
+// edit set (no inline input) it opens the input editor first.
+func submitFile(c Common, path string, input json.RawMessage, edit bool) tea.Cmd {
 	return func() tea.Msg {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -108,26 +112,41 @@ func submitFile(c Common, path string, input json.RawMessage) tea.Cmd {
 			Tasks []json.RawMessage `json:"tasks"`
 		}
 		_ = json.Unmarshal(wf, &head)
-		in := "none"
-		if len(input) > 0 {
-			in = oneLine(string(input), 120)
-		}
-		title := fmt.Sprintf("Submit workflow %s?", dash(head.Name))
-		body := fmt.Sprintf("file %s\n%d %s · input %s\n\nThe agent validates the workflow and starts a run.",
-			path, len(head.Tasks), plural(len(head.Tasks), "task", "tasks"), in)
-		p := rpc.SubmitParams{Workflow: wf, ID: uuid.Must(uuid.NewV7()).String(), Input: input, Nonce: rpc.NewRequestID()}
-		client := c.Client
-		yes := func() tea.Msg {
-			cx, cancel := ctx()
-			defer cancel()
-			res, err := client.Submit(cx, p)
-			if err != nil {
-				return errMsg{fmt.Errorf("submit %s: %w", path, err)}
+		if edit {
+			return editorMsg{
+				title:      "Input for workflow " + dash(head.Name),
+				about:      fmt.Sprintf("file %s · %d %s", path, len(head.Tasks), plural(len(head.Tasks), "task", "tasks")),
+				allowEmpty: true,
+				next: func(input json.RawMessage) tea.Cmd {
+					return func() tea.Msg { return confirmSubmit(c, path, wf, input, head.Name, len(head.Tasks)) }
+				},
 			}
-			return openRunMsg{id: res.ID}
 		}
-		return confirmMsg{title: title, body: body, yes: yes}
+		return confirmSubmit(c, path, wf, input, head.Name, len(head.Tasks))
 	}
+}
+
+// confirmSubmit asks to submit workflow wf (read from path) with input.
+func confirmSubmit(c Common, path string, wf, input json.RawMessage, name string, tasks int) tea.Msg {
+	in := "none"
+	if len(input) > 0 {
+		in = oneLine(string(input), 120)
+	}
+	title := fmt.Sprintf("Submit workflow %s?", dash(name))
+	body := fmt.Sprintf("file %s\n%d %s · input %s\n\nThe agent validates the workflow and starts a run.",
+		path, tasks, plural(tasks, "task", "tasks"), in)
+	p := rpc.SubmitParams{Workflow: wf, ID: uuid.Must(uuid.NewV7()).String(), Input: input, Nonce: rpc.NewRequestID()}
+	client := c.Client
+	yes := func() tea.Msg {
+		cx, cancel := ctx()
+		defer cancel()
+		res, err := client.Submit(cx, p)
+		if err != nil {
+			return errMsg{fmt.Errorf("submit %s: %w", path, err)}
+		}
+		return openRunMsg{id: res.ID}
+	}
+	return confirmMsg{title: title, body: body, yes: yes}
 }
 
 // workflowJSON returns JSON as is and converts YAML (a superset) to JSON,

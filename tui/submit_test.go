@@ -10,23 +10,61 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-func TestEditReplayPrefillsCommandLine(t *testing.T) {
+// e opens the input editor on the run's input, pretty-printed over
+// several lines; it is edited across lines (enter is a new line) and
+// ctrl+s goes on to the confirm dialog with the input compacted.
+func TestEditReplayInEditor(t *testing.T) {
 	tm, f := startSized(t, 160, 45, nil)
 	keys(tm, "e") // on run 12, whose input is known
-	waitFor(t, tm, ":replay "+runID(12)+` {"source":"s3://bucket/day=2025-06-01"`)
-	for range len(`"tags":["a","b"]}`) {
+	waitFor(t, tm, "Replay run "+shortID(runID(12))+" with new input", `"source": "s3://bucket/day=2025-06-01",`, `"b"`)
+	// The cursor is at the end: take back `,` + `"b"` + `]` + `}` (and
+	// their line breaks and indents), then type new lines.
+	for range len(",\n    \"b\"\n  ]\n}") {
 		tm.Send(tea.KeyMsg{Type: tea.KeyBackspace})
 	}
-	tm.Type(`"tags":["c"]}`)
+	tm.Type(",")
 	keys(tm, "enter")
-	waitFor(t, tm, "Replay run "+shortID(runID(12))+" with new input?", `"tags":["c"]}`)
+	tm.Type(`    "c"`)
+	keys(tm, "enter")
+	tm.Type("  ]")
+	keys(tm, "enter")
+	tm.Type("}")
+	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	waitFor(t, tm, "Replay run "+shortID(runID(12))+" with new input?", `"tags":["a","c"]}`)
 	keys(tm, "y")
 	waitFor(t, tm, "replay of "+shortID(runID(12)))
 	finish(t, tm)
-	want := []string{"replay " + runID(12) + ` input={"source":"s3://bucket/day=2025-06-01","rows":1200,"dry_run":false,"tags":["c"]}`}
+	want := []string{"replay " + runID(12) + ` input={"source":"s3://bucket/day=2025-06-01","rows":1200,"dry_run":false,"tags":["a","c"]}`}
 	if got := f.called(); !slices.Equal(got, want) {
 		t.Fatalf("calls = %v\nwant    %v", got, want)
 	}
+}
+
+// Invalid JSON keeps the editor open and says so; esc closes it, calling
+// nothing.
+func TestEditReplayRefusesInvalidJSON(t *testing.T) {
+	tm, f := startSized(t, 80, 24, nil)
+	keys(tm, "e")
+	waitFor(t, tm, "with new input", `"rows": 1200`)
+	tm.Type(" oops")
+	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	waitFor(t, tm, "not valid JSON")
+	keys(tm, "esc")
+	v := finish(t, tm)
+	if strings.Contains(v, "with new input") || len(f.called()) != 0 {
+		t.Fatalf("calls = %v\n%s", f.called(), v)
+	}
+}
+
+func TestEditReplayEditor80x24(t *testing.T)  { testEditReplayEditor(t, 80, 24) }
+func TestEditReplayEditor160x45(t *testing.T) { testEditReplayEditor(t, 160, 45) }
+
+func testEditReplayEditor(t *testing.T, w, h int) {
+	tm, _ := startSized(t, w, h, nil)
+	keys(tm, "e")
+	waitFor(t, tm, "with new input", `"dry_run": false,`)
+	v := requireGolden(t, tm)
+	requireFits(t, v, w, h)
 }
 
 func TestEditReplayDialog80x24(t *testing.T)  { testEditReplayDialog(t, 80, 24) }
@@ -89,10 +127,39 @@ func testSubmitDialog(t *testing.T, w, h int) {
 	keys(tm, ":")
 	tm.Type("submit " + path)
 	keys(tm, "enter")
+	waitFor(t, tm, "Input for workflow fanout", "JSON input, or empty for none")
+	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlS}) // empty: no input
 	waitFor(t, tm, "Submit workflow fanout?", "input none")
 	v := requireGolden(t, tm)
 	requireFits(t, v, w, h)
 	if len(f.called()) != 0 {
 		t.Fatalf("the dialog alone called %v", f.called())
+	}
+}
+
+// :submit FILE without an inline input opens the editor: a multi-line
+// input reaches the submit compacted.
+func TestSubmitWithEditedInput(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hello.yaml")
+	if err := os.WriteFile(path, []byte("name: hello\ntasks:\n  - key: greet\n    type: echo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tm, f := startSized(t, 80, 24, nil)
+	keys(tm, ":")
+	tm.Type("submit " + path)
+	keys(tm, "enter")
+	waitFor(t, tm, "Input for workflow hello", "1 task")
+	tm.Type("{")
+	keys(tm, "enter")
+	tm.Type(`  "who": "ops"`)
+	keys(tm, "enter")
+	tm.Type("}")
+	tm.Send(tea.KeyMsg{Type: tea.KeyCtrlS})
+	waitFor(t, tm, "Submit workflow hello?", `input {"who":"ops"}`)
+	keys(tm, "y")
+	waitFor(t, tm, "hello  ○ pending")
+	finish(t, tm)
+	if got := f.called(); len(got) != 1 || got[0] != `submit hello input={"who":"ops"} id=true` {
+		t.Fatalf("calls = %v", got)
 	}
 }
