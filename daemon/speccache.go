@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"sync"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -14,14 +15,19 @@ import (
 // decoded from the log). Errors are not cached: a bad spec is parsed every
 // time, so it always gets the general path's full report.
 //
-// Bounded: specs up to specCacheMaxBytes, at most specCacheEntries of them;
-// when full it starts over (a workload with more distinct specs than that
-// parses as before). Entries hold for the limits they were validated with.
+// Only specs without task inputs are cached: a spec that carries one
+// (`"input"` anywhere in its bytes) is usually per-job data, unique to its
+// submit, and caching it would cost a copy and an eviction per submit for
+// no hit. Bounded: specs up to specCacheMaxBytes, at most specCacheEntries
+// of them; when full one entry is dropped. Entries hold for the limits
+// they were validated with.
 type specCache struct {
 	mu     sync.Mutex
 	limits domain.Limits
 	m      map[string]domain.Spec
 }
+
+var inputMember = []byte(`"input"`)
 
 const (
 	specCacheEntries  = 128
@@ -29,7 +35,7 @@ const (
 )
 
 func (c *specCache) parse(raw []byte, lim domain.Limits) (domain.Spec, error) {
-	if len(raw) > specCacheMaxBytes {
+	if len(raw) > specCacheMaxBytes || bytes.Contains(raw, inputMember) {
 		return domain.ParseSpec(raw, lim)
 	}
 	c.mu.Lock()
@@ -46,8 +52,14 @@ func (c *specCache) parse(raw []byte, lim domain.Limits) (domain.Spec, error) {
 		return spec, err
 	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= specCacheEntries || c.limits != lim {
+	if c.m == nil || c.limits != lim {
 		c.m, c.limits = make(map[string]domain.Spec, specCacheEntries), lim
+	}
+	for k := range c.m {
+		if len(c.m) < specCacheEntries {
+			break
+		}
+		delete(c.m, k) // an arbitrary one
 	}
 	c.m[string(raw)] = spec
 	c.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 
 func TestSpecCacheAnswersAsParseSpec(t *testing.T) {
 	var c specCache
-	raw := []byte(`{"name":"w","tasks":[{"key":"a","type":"t","input":{"x": 1}},{"key":"b","type":"t","deps":["a"]}]}`)
+	raw := []byte(`{"name":"w","tasks":[{"key":"a","type":"t","priority":2},{"key":"b","type":"t","deps":["a"]}]}`)
 	want, err := domain.ParseSpec(raw, domain.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +34,14 @@ func TestSpecCacheAnswersAsParseSpec(t *testing.T) {
 		if _, err := c.parse(bad, domain.DefaultLimits); err == nil || err.Error() != want1.Error() {
 			t.Fatalf("bad spec: %v, want %v", err, want1)
 		}
+	}
+	// A spec with a task input is per-job data: parsed, not kept.
+	withInput := []byte(`{"tasks":[{"key":"a","type":"t","input":{"seq":1}}]}`)
+	if _, err := c.parse(withInput, domain.DefaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := c.m[string(withInput)]; kept {
+		t.Fatal("a spec carrying a task input was cached")
 	}
 	// Bounded.
 	for i := range 3 * specCacheEntries {
