@@ -258,3 +258,102 @@ func BenchmarkReopenRetained(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "tasks")
 }
+
+// BenchmarkRunListLabels measures run.list over 100,000 retained runs
+// with labels (FLOWD_BENCH_RUNS to change the count), on badger with the
+// in-memory index mirror as in production: the first page (100 runs) and
+// a full paged walk, without a selector, with a common label (env=prod, a
+// third of the runs), a combination (env=prod,team=data, a twelfth) and a
+// rare one (customer=c7, 1 in 1,000), and with a state besides. There is
+// no label index: a filtered page examines run records newest first until
+// it has its page or has examined MaxListScan, so the cost per page
+// follows how rare the match is, and a walk reads every run once.
+//
+//	go test -run ^$ -bench RunListLabels -benchmem ./fsm/
+func BenchmarkRunListLabels(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("FLOWD_BENCH_RUNS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bs.Close()
+	var batch []Write
+	flush := func() {
+		if err := bs.Commit([][]Write{batch}); err != nil {
+			b.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	envs, teams := []string{"prod", "staging", "dev"}, []string{"data", "web", "ops", "ml"}
+	for i := range n {
+		id := fmt.Sprintf("0193%08x-0000-7000-8000-%012x", i, i)
+		state := domain.RunSucceeded
+		if i%10 == 0 {
+			state = domain.RunFailed
+		}
+		rv, err := marshal(&Run{ID: id, Workflow: "etl", State: state, CreatedAt: int64(1_700_000_000_000 + i), FinishedAt: 2,
+			Labels: map[string]string{"env": envs[i%3], "team": teams[i%4], "customer": fmt.Sprintf("c%d", i%1000)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch = append(batch, Write{Key: runKey(id), Val: rv})
+		if len(batch) >= 4000 {
+			flush()
+		}
+	}
+	flush()
+	idx, err := NewIndexedStore(bs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := New(idx, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		state  domain.RunState
+		labels map[string]string
+	}{
+		{"none", "", nil},
+		{"env=prod", "", map[string]string{"env": "prod"}},
+		{"env=prod,team=data", "", map[string]string{"env": "prod", "team": "data"}},
+		{"customer=c7", "", map[string]string{"customer": "c7"}},
+		{"failed,env=prod", domain.RunFailed, map[string]string{"env": "prod"}},
+	} {
+		q := RunFilter{Labels: c.labels}
+		b.Run(c.name+"/first_page", func(b *testing.B) {
+			var got int
+			for range b.N {
+				runs, _, err := f.ListRunsWhere(c.state, q, 100, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				got = len(runs)
+			}
+			b.ReportMetric(float64(got), "runs/page")
+		})
+		b.Run(c.name+"/walk", func(b *testing.B) {
+			var got, pages int
+			for range b.N {
+				got, pages = 0, 0
+				for cursor := ""; ; {
+					runs, next, err := f.ListRunsWhere(c.state, q, 100, cursor)
+					if err != nil {
+						b.Fatal(err)
+					}
+					got, pages = got+len(runs), pages+1
+					if next == "" {
+						break
+					}
+					cursor = next
+				}
+			}
+			b.ReportMetric(float64(got), "runs")
+			b.ReportMetric(float64(pages), "pages")
+		})
+	}
+}
