@@ -79,7 +79,7 @@ func fuzzScenariosLater(tb testing.TB, out map[string][]Entry) {
 	h.ok(&QueueCap{Name: "q", From: 3, Cap: 2, LatencyMS: 50, Samples: 3}) // a lost race: the cap is 1
 	h.apply(&QueueAuto{Name: "q", Min: 4, Max: 2})
 	h.ok(&QueueSet{Name: "q", Concurrency: 5}) // auto off
-	h.ok(&RateLimitSet{Queue: "q"})             // limit off
+	h.ok(&RateLimitSet{Queue: "q"})            // limit off
 	h.ok(&ACLTokenCreate{ID: "t1", Name: "ci", Role: "worker", Hash: strings.Repeat("ab", 32)})
 	h.apply(&ACLTokenCreate{ID: "t2", Role: "root", Hash: "x"})
 	h.ok(&ACLTokenDelete{ID: "t1"})
