@@ -29,12 +29,12 @@ type Run struct {
 	// Spec is the frozen, normalized definition. It is stored under its own
 	// key (written once at creation), so the run record that every task
 	// transition rewrites stays small; load it with FSM.GetSpec.
-	Spec      domain.Spec       `json:"-"`
-	OnFailure string            `json:"on_failure"`
-	Input     json.RawMessage   `json:"input,omitempty"`
-	Labels    Labels            `json:"labels,omitempty"`
-	ParentID  string            `json:"parent_id,omitempty"`
-	ReplayOf  string            `json:"replay_of,omitempty"`
+	Spec      domain.Spec     `json:"-"`
+	OnFailure string          `json:"on_failure"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Labels    Labels          `json:"labels,omitempty"`
+	ParentID  string          `json:"parent_id,omitempty"`
+	ReplayOf  string          `json:"replay_of,omitempty"`
 	// Definition and DefinitionVersion: the stored definition the run was
 	// submitted by (its spec is that version's), if any.
 	Definition        string `json:"definition,omitempty"`
