@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -218,4 +219,27 @@ func TestJSONRecordsStillLoad(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A damaged record that declares a huge array is refused before anything
+// that size is allocated.
+func TestRecordDecodeBoundsDeclaredLengths(t *testing.T) {
+	b := msgp.AppendArrayHeader(nil, 45)
+	b = msgp.AppendString(b, "run")
+	b = msgp.AppendString(b, "key")
+	b = msgp.AppendInt(b, 0)
+	b = msgp.AppendString(b, "type")
+	b = msgp.AppendString(b, "queue")
+	b = msgp.AppendBytes(b, nil)
+	b = msgp.AppendArrayHeader(b, 1<<31) // Deps
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var tk Task
+	if err := unmarshal(b, &tk); err == nil {
+		t.Fatal("a record declaring 2^31 deps decoded")
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("decoding the damaged record allocated %d bytes", grew)
+	}
 }

@@ -9,6 +9,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	z417a2efdlimitArrays = 1048576
+	z417a2efdlimitMaps   = 65536
+)
+
 // MarshalMsg implements msgp.Marshaler
 func (z *Attempt) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
@@ -520,11 +526,28 @@ func (z Labels) MarshalMsg(b []byte) (o []byte, err error) {
 func (z *Labels) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	{
 		var zb0001 []byte
-		zb0001, bts, err = msgp.ReadBytesBytes(bts, labelsToMsg((*z)))
+		var zb0002 uint32
+		zb0002, bts, err = msgp.ReadBytesHeader(bts)
 		if err != nil {
 			err = msgp.WrapError(err)
 			return
 		}
+		if zb0002 > z417a2efdlimitArrays {
+			err = msgp.ErrLimitExceeded
+			return
+		}
+		zb0001 = labelsToMsg((*z))
+		if zb0001 == nil || uint32(cap(zb0001)) < zb0002 {
+			zb0001 = make([]byte, zb0002)
+		} else {
+			zb0001 = zb0001[:zb0002]
+		}
+		if uint32(len(bts)) < zb0002 {
+			err = msgp.ErrShortBytes
+			return
+		}
+		copy(zb0001, bts[:zb0002])
+		bts = bts[zb0002:]
 		(*z), err = labelsFromMsg(zb0001)
 
 		if err != nil {
@@ -613,24 +636,58 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		{
 			var zb0002 []byte
-			zb0002, bts, err = msgp.ReadBytesBytes(bts, []byte(z.Input))
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Input")
 				return
 			}
+			if zb0003 > z417a2efdlimitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			zb0002 = []byte(z.Input)
+			if zb0002 == nil || uint32(cap(zb0002)) < zb0003 {
+				zb0002 = make([]byte, zb0003)
+			} else {
+				zb0002 = zb0002[:zb0003]
+			}
+			if uint32(len(bts)) < zb0003 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(zb0002, bts[:zb0003])
+			bts = bts[zb0003:]
 			z.Input = json.RawMessage(zb0002)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
 		}
 		{
-			var zb0003 []byte
-			zb0003, bts, err = msgp.ReadBytesBytes(bts, labelsToMsg(z.Labels))
+			var zb0004 []byte
+			var zb0005 uint32
+			zb0005, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Labels")
 				return
 			}
-			z.Labels, err = labelsFromMsg(zb0003)
+			if zb0005 > z417a2efdlimitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			zb0004 = labelsToMsg(z.Labels)
+			if zb0004 == nil || uint32(cap(zb0004)) < zb0005 {
+				zb0004 = make([]byte, zb0005)
+			} else {
+				zb0004 = zb0004[:zb0005]
+			}
+			if uint32(len(bts)) < zb0005 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(zb0004, bts[:zb0005])
+			bts = bts[zb0005:]
+			z.Labels, err = labelsFromMsg(zb0004)
 
 			if err != nil {
 				err = msgp.WrapError(err, "Labels")
@@ -681,25 +738,25 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			break
 		}
 		{
-			var zb0004 string
-			zb0004, bts, err = msgp.ReadStringBytes(bts)
+			var zb0006 string
+			zb0006, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "State")
 				return
 			}
-			z.State = domain.RunState(zb0004)
+			z.State = domain.RunState(zb0006)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
 		}
 		{
-			var zb0005 string
-			zb0005, bts, err = msgp.ReadStringBytes(bts)
+			var zb0007 string
+			zb0007, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "InterruptedFrom")
 				return
 			}
-			z.InterruptedFrom = domain.RunState(zb0005)
+			z.InterruptedFrom = domain.RunState(zb0007)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
@@ -712,16 +769,20 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		var zb0006 uint32
-		zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
+		var zb0008 uint32
+		zb0008, bts, err = msgp.ReadArrayHeaderBytes(bts)
 		if err != nil {
 			err = msgp.WrapError(err, "PausedQueues")
 			return
 		}
-		if cap(z.PausedQueues) >= int(zb0006) {
-			z.PausedQueues = (z.PausedQueues)[:zb0006]
+		if zb0008 > z417a2efdlimitArrays {
+			err = msgp.ErrLimitExceeded
+			return
+		}
+		if cap(z.PausedQueues) >= int(zb0008) {
+			z.PausedQueues = (z.PausedQueues)[:zb0008]
 		} else {
-			z.PausedQueues = make([]string, zb0006)
+			z.PausedQueues = make([]string, zb0008)
 		}
 		for za0001 := range z.PausedQueues {
 			z.PausedQueues[za0001], bts, err = msgp.ReadStringBytes(bts)
@@ -742,13 +803,30 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			break
 		}
 		{
-			var zb0007 []byte
-			zb0007, bts, err = msgp.ReadBytesBytes(bts, countsToMsg(z.Counts))
+			var zb0009 []byte
+			var zb0010 uint32
+			zb0010, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Counts")
 				return
 			}
-			z.Counts, err = countsFromMsg(zb0007)
+			if zb0010 > z417a2efdlimitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			zb0009 = countsToMsg(z.Counts)
+			if zb0009 == nil || uint32(cap(zb0009)) < zb0010 {
+				zb0009 = make([]byte, zb0010)
+			} else {
+				zb0009 = zb0009[:zb0010]
+			}
+			if uint32(len(bts)) < zb0010 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(zb0009, bts[:zb0010])
+			bts = bts[zb0010:]
+			z.Counts, err = countsFromMsg(zb0009)
 
 			if err != nil {
 				err = msgp.WrapError(err, "Counts")
@@ -977,26 +1055,47 @@ func (z *Task) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		{
 			var zb0002 []byte
-			zb0002, bts, err = msgp.ReadBytesBytes(bts, []byte(z.Input))
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Input")
 				return
 			}
+			if zb0003 > z417a2efdlimitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			zb0002 = []byte(z.Input)
+			if zb0002 == nil || uint32(cap(zb0002)) < zb0003 {
+				zb0002 = make([]byte, zb0003)
+			} else {
+				zb0002 = zb0002[:zb0003]
+			}
+			if uint32(len(bts)) < zb0003 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(zb0002, bts[:zb0003])
+			bts = bts[zb0003:]
 			z.Input = json.RawMessage(zb0002)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		var zb0003 uint32
-		zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
+		var zb0004 uint32
+		zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
 		if err != nil {
 			err = msgp.WrapError(err, "Deps")
 			return
 		}
-		if cap(z.Deps) >= int(zb0003) {
-			z.Deps = (z.Deps)[:zb0003]
+		if zb0004 > z417a2efdlimitArrays {
+			err = msgp.ErrLimitExceeded
+			return
+		}
+		if cap(z.Deps) >= int(zb0004) {
+			z.Deps = (z.Deps)[:zb0004]
 		} else {
-			z.Deps = make([]string, zb0003)
+			z.Deps = make([]string, zb0004)
 		}
 		for za0001 := range z.Deps {
 			z.Deps[za0001], bts, err = msgp.ReadStringBytes(bts)
@@ -1008,16 +1107,20 @@ func (z *Task) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		var zb0004 uint32
-		zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+		var zb0005 uint32
+		zb0005, bts, err = msgp.ReadArrayHeaderBytes(bts)
 		if err != nil {
 			err = msgp.WrapError(err, "Dependents")
 			return
 		}
-		if cap(z.Dependents) >= int(zb0004) {
-			z.Dependents = (z.Dependents)[:zb0004]
+		if zb0005 > z417a2efdlimitArrays {
+			err = msgp.ErrLimitExceeded
+			return
+		}
+		if cap(z.Dependents) >= int(zb0005) {
+			z.Dependents = (z.Dependents)[:zb0005]
 		} else {
-			z.Dependents = make([]string, zb0004)
+			z.Dependents = make([]string, zb0005)
 		}
 		for za0002 := range z.Dependents {
 			z.Dependents[za0002], bts, err = msgp.ReadStringBytes(bts)
@@ -1070,13 +1173,13 @@ func (z *Task) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			break
 		}
 		{
-			var zb0005 string
-			zb0005, bts, err = msgp.ReadStringBytes(bts)
+			var zb0006 string
+			zb0006, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "State")
 				return
 			}
-			z.State = domain.TaskState(zb0005)
+			z.State = domain.TaskState(zb0006)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
@@ -1162,13 +1265,30 @@ func (z *Task) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			break
 		}
 		{
-			var zb0006 []byte
-			zb0006, bts, err = msgp.ReadBytesBytes(bts, []byte(z.Result))
+			var zb0007 []byte
+			var zb0008 uint32
+			zb0008, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Result")
 				return
 			}
-			z.Result = json.RawMessage(zb0006)
+			if zb0008 > z417a2efdlimitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			zb0007 = []byte(z.Result)
+			if zb0007 == nil || uint32(cap(zb0007)) < zb0008 {
+				zb0007 = make([]byte, zb0008)
+			} else {
+				zb0007 = zb0007[:zb0008]
+			}
+			if uint32(len(bts)) < zb0008 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(zb0007, bts[:zb0008])
+			bts = bts[zb0008:]
+			z.Result = json.RawMessage(zb0007)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
@@ -1197,16 +1317,20 @@ func (z *Task) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		var zb0007 uint32
-		zb0007, bts, err = msgp.ReadArrayHeaderBytes(bts)
+		var zb0009 uint32
+		zb0009, bts, err = msgp.ReadArrayHeaderBytes(bts)
 		if err != nil {
 			err = msgp.WrapError(err, "Attempts")
 			return
 		}
-		if cap(z.Attempts) >= int(zb0007) {
-			z.Attempts = (z.Attempts)[:zb0007]
+		if zb0009 > z417a2efdlimitArrays {
+			err = msgp.ErrLimitExceeded
+			return
+		}
+		if cap(z.Attempts) >= int(zb0009) {
+			z.Attempts = (z.Attempts)[:zb0009]
 		} else {
-			z.Attempts = make([]Attempt, zb0007)
+			z.Attempts = make([]Attempt, zb0009)
 		}
 		for za0003 := range z.Attempts {
 			bts, err = z.Attempts[za0003].UnmarshalMsg(bts)
@@ -1381,6 +1505,10 @@ func (z *eventList) UnmarshalMsg(bts []byte) (o []byte, err error) {
 	zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0002 > z417a2efdlimitArrays {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	if cap((*z)) >= int(zb0002) {
