@@ -206,13 +206,37 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 
 // BenchmarkReopenRetained measures opening a badger state that retains
 // many finished one-task runs (the derived indexes are rebuilt from the
-// records on open): FLOWD_BENCH_RETAINED tasks (default 100000).
+// records on open): FLOWD_BENCH_RETAINED tasks (default 100000), each run
+// with FLOWD_BENCH_LABELS labels (default 0; env, team, customer, then
+// l3, l4, ...).
 //
 //	FLOWD_BENCH_RETAINED=1000000 go test -run ^$ -bench ReopenRetained -benchtime 1x ./fsm/
 func BenchmarkReopenRetained(b *testing.B) {
-	n := 100000
+	n, nl := 100000, 0
 	if v := os.Getenv("FLOWD_BENCH_RETAINED"); v != "" {
 		fmt.Sscan(v, &n)
+	}
+	if v := os.Getenv("FLOWD_BENCH_LABELS"); v != "" {
+		fmt.Sscan(v, &nl)
+	}
+	labels := func(i int) map[string]string {
+		if nl == 0 {
+			return nil
+		}
+		l := map[string]string{}
+		for j := range nl {
+			switch j {
+			case 0:
+				l["env"] = []string{"prod", "staging", "dev"}[i%3]
+			case 1:
+				l["team"] = []string{"data", "web", "ops", "ml"}[i%4]
+			case 2:
+				l["customer"] = fmt.Sprintf("c%d", i%1000)
+			default:
+				l[fmt.Sprintf("l%d", j)] = fmt.Sprintf("v%d", i%(10*j))
+			}
+		}
+		return l
 	}
 	dir := b.TempDir()
 	bs, err := OpenBadger(dir, BadgerOptions{})
@@ -233,7 +257,7 @@ func BenchmarkReopenRetained(b *testing.B) {
 			State: "succeeded", Attempt: 1, FencingToken: uint64(i), StartedAt: 1, FinishedAt: 2, Result: json.RawMessage(`{"ok":true}`),
 			Attempts: []Attempt{{N: 1, Worker: "w1", Token: uint64(i), ClaimedAt: 1, EndedAt: 2, Outcome: OutcomeSucceeded}}}
 		tv, _ := marshal(tk)
-		rv, _ := marshal(&Run{ID: id, Workflow: "q", State: "succeeded", CreatedAt: 1, FinishedAt: 2})
+		rv, _ := marshal(&Run{ID: id, Workflow: "q", State: "succeeded", CreatedAt: 1, FinishedAt: 2, Labels: labels(i)})
 		batch = append(batch, Write{Key: taskKey(id, "job"), Val: tv}, Write{Key: runKey(id), Val: rv})
 		if len(batch) >= 4000 {
 			flush()
@@ -257,6 +281,7 @@ func BenchmarkReopenRetained(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(n), "tasks")
+	b.ReportMetric(float64(nl), "labels/run")
 }
 
 // BenchmarkRunListLabels measures run.list over 100,000 retained runs
