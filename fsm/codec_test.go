@@ -205,6 +205,16 @@ func TestJSONRecordsStillLoad(t *testing.T) {
 	if err := ctx.Commit([][]Write{{{Key: runKey("r"), Val: rj}, {Key: taskKey("r", "a"), Val: tj}}}); err != nil {
 		t.Fatal(err)
 	}
+	// Loaded and left unchanged (a heartbeat with a stale token), the JSON
+	// record is not rewritten: same bytes, same modify index.
+	h.ok(&Heartbeat{TaskID: "r/a", Token: 99})
+	_ = h.f.View(func(rd Reader) error {
+		v, _, _ := rd.Get(taskKey("r", "a"))
+		if !bytes.Equal(v, tj) {
+			t.Fatalf("an unchanged JSON task record was rewritten: %q", v)
+		}
+		return nil
+	})
 	c := h.claimOne("w")
 	if !h.complete(c, `{"ok":1}`) {
 		t.Fatal("completion of a task stored as JSON refused")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"sort"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -101,6 +102,22 @@ func (a *applier) discard() {
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
 }
 
+// legacySame reports whether a record loaded from a JSON encoding (written
+// before its type moved to MessagePack) is unchanged: its stored bytes are
+// re-encoded the way b was, so an untouched legacy record keeps its bytes
+// and its modify index instead of being rewritten by a read.
+func legacySame(e *cacheEntry, b []byte) bool {
+	if len(e.orig) == 0 || e.orig[0] != '{' || len(b) == 0 || b[0] == '{' {
+		return false
+	}
+	old := reflect.New(reflect.TypeOf(e.v).Elem()).Interface()
+	if unmarshal(e.orig, old) != nil {
+		return false
+	}
+	ob, err := marshal(old)
+	return err == nil && bytes.Equal(ob, b)
+}
+
 // flush writes back changed records, counters and caches.
 func (a *applier) flush() {
 	for _, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
@@ -121,7 +138,7 @@ func (a *applier) flush() {
 			b, err := marshal(e.v)
 			must(err)
 			if e.orig != nil {
-				if bytes.Equal(b, e.orig) {
+				if bytes.Equal(b, e.orig) || legacySame(e, b) {
 					continue
 				}
 				if stamped {
