@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/internal/defrpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 	"github.com/flowd/flowd/rpc"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/internal/defrpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 	"github.com/flowd/flowd/rpc"
 )
 

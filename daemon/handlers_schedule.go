@@ -9,7 +9,7 @@ import (
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/internal/cronexpr"
-	"github.com/flowd/flowd/internal/schedrpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
 )
 

@@ -14,12 +14,12 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/internal/schedrpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
 )
 
 // Client is the part of the flowd protocol the TUI calls: a subset of
-// *rpc.Client's methods plus the schedule calls (internal/schedrpc).
+// *rpc.Client's methods plus the schedule calls (rpc/schedrpc).
 // Commands capture a Client value and call it from their own goroutine, so
 // implementations must be safe for concurrent use.
 type Client interface {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/internal/schedrpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
 )
 

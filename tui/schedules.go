@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/google/uuid"
 
-	"github.com/flowd/flowd/internal/schedrpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 // Messages of the schedules screen.

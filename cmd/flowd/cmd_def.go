@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/flowd/flowd/internal/defrpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 	"github.com/flowd/flowd/rpc"
 )
 

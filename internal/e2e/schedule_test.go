@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/internal/schedrpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
 )
 
