@@ -374,20 +374,20 @@ func (n *Node) startRaft() error {
 			return fmt.Errorf("raft transport on %s: %w (is the port in use? set --raft-addr)", cfg.RaftBind, err)
 		}
 		t := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: stream, MaxPool: 5, Timeout: 5 * time.Second, Logger: NewHCLogger(n.log, "transport"),
+			Stream: stream, MaxPool: raftMaxPool, Timeout: 5 * time.Second, Logger: NewHCLogger(n.log, "transport"),
 		})
-		n.trans = t
+		n.trans = newVoteTransport(t, raftMaxPool) // transport.go: elections survive stale pooled connections
 		n.closers = append(n.closers, t)
 	} else if n.trans == nil {
 		adv, err := resolveAdvertise(cfg.Advertise)
 		if err != nil {
 			return err
 		}
-		t, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, 5, 5*time.Second, NewHCLogger(n.log, "transport"))
+		t, err := raft.NewTCPTransportWithLogger(cfg.RaftBind, adv, raftMaxPool, 5*time.Second, NewHCLogger(n.log, "transport"))
 		if err != nil {
 			return fmt.Errorf("raft transport on %s: %w (is the port in use? set --raft-addr)", cfg.RaftBind, err)
 		}
-		n.trans = t
+		n.trans = newVoteTransport(t, raftMaxPool)
 		n.closers = append(n.closers, t)
 	}
 	has, err := raft.HasExistingState(cfg.LogStore, cfg.StableStore, cfg.SnapshotStore)
