@@ -3,9 +3,12 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"sync"
 )
 
 // Typed methods over Client. Calls that are safe to repeat (reads, and
@@ -99,12 +102,60 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 // a request id (picked here unless set), and a re-sent claim gets the tasks
 // the first delivery leased, not more. A -32004 answer (no leader within
 // the wait) is returned: the caller's loop backs off and claims again.
+//
+// An error other than a definite answer (-32004, a lost connection, the
+// caller's deadline) leaves the claim's outcome unknown: the leader may
+// have leased tasks whose answer never arrived (a forwarding agent cut off
+// from the leader, a claim entry that committed after the wait). Then the
+// worker's next Claim with the same worker, queues and types and at least
+// the same max, and no request id of its own, re-sends that request id: it
+// is answered those leases if they are still held, and claims afresh
+// otherwise. Without it they would sit leased to nobody until they expire.
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
-	if p.RequestID == "" {
-		p.RequestID = NewRequestID()
+	picked := p.RequestID == ""
+	if picked {
+		p.RequestID = c.unknown.take(p)
 	}
 	var out ClaimResult
-	return out.Tasks, c.CallResendable(ctx, MethodTaskClaim, p, &out)
+	err := c.CallResendable(ctx, MethodTaskClaim, p, &out)
+	var pe *Error
+	if err != nil && picked && !(errors.As(err, &pe) && pe.Code != CodeUnavailable) {
+		c.unknown.keep(p)
+	}
+	return out.Tasks, err
+}
+
+// claimMemo remembers, per worker id, the last claim whose outcome is
+// unknown (see Client.Claim). Its zero value is ready.
+type claimMemo struct {
+	mu sync.Mutex
+	m  map[string]ClaimParams
+}
+
+func (m *claimMemo) keep(p ClaimParams) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string]ClaimParams{}
+	} else if len(m.m) >= 1024 {
+		clear(m.m) // bounded: a client serving many worker ids forgets
+	}
+	m.m[p.WorkerID] = p
+}
+
+// take returns the request id to send with p: the kept one of p's worker
+// if p asks for the same queues and types and at least as many tasks (so
+// the leases it is answered fit), else a fresh one. The kept one is used
+// once.
+func (m *claimMemo) take(p ClaimParams) string {
+	m.mu.Lock()
+	old, ok := m.m[p.WorkerID]
+	delete(m.m, p.WorkerID)
+	m.mu.Unlock()
+	if ok && slices.Equal(old.Queues, p.Queues) && slices.Equal(old.Types, p.Types) && max(p.Max, 1) >= max(old.Max, 1) {
+		return old.RequestID
+	}
+	return NewRequestID()
 }
 
 // Heartbeat extends a lease; Accepted false means the lease is lost.
