@@ -154,4 +154,10 @@ func TestClaimResendOnlyWhenItFits(t *testing.T) {
 	if got := a.lastID(t); got != "mine" {
 		t.Fatalf("a claim with its own request id sent %q", got)
 	}
+	if _, err := c.Claim(testCtx(t), p); err != nil { // the memo outlived the caller's own id
+		t.Fatal(err)
+	}
+	if got := a.lastID(t); got != lost {
+		t.Fatalf("the claim after one with its own id sent %q, want the lost %q", got, lost)
+	}
 }

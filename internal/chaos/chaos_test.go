@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,13 @@ func runSuite(t *testing.T, cfg Config, strict bool) *Summary {
 	cfg.Bin = agentBin
 	if cfg.BaseDir == "" {
 		cfg.BaseDir = t.TempDir()
+		if keep := os.Getenv("FLOWD_CHAOS_KEEP"); keep != "" {
+			cfg.BaseDir = filepath.Join(keep, t.Name()+"-"+time.Now().UTC().Format("150405"))
+			if err := os.MkdirAll(cfg.BaseDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("agents' data and logs stay in %s", cfg.BaseDir)
+		}
 	}
 	level := slog.LevelInfo
 	if os.Getenv("FLOWD_CHAOS_QUIET") != "" {
@@ -95,6 +103,7 @@ func TestChaosShort(t *testing.T) {
 			Bridge, Loss, Delay, KillAll, SnapshotInstall},
 		Hold: 3 * time.Second, Gap: time.Second, Rate: 40,
 		Submitters: 3, Workers: 4, Stallers: 1, QSShare: 0.2,
+		AgentFlags: strings.Fields(os.Getenv("FLOWD_CHAOS_AGENT_FLAGS")),
 	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
 }
 
@@ -115,5 +124,33 @@ func TestChaosLong(t *testing.T) {
 	runSuite(t, Config{
 		Cycles: cycles, Hold: 4 * time.Second, Gap: 2 * time.Second, Rate: 70,
 		Submitters: 4, Workers: 6, Stallers: 2, QSShare: 0.2,
+	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
+}
+
+// TestChaosKinds runs chosen fault kinds, each repeated, for measuring one
+// kind's failover without the whole schedule: FLOWD_CHAOS_KINDS is a comma
+// list of kinds, FLOWD_CHAOS_REPEAT how often the list runs (default 4),
+// FLOWD_CHAOS_AGENT_FLAGS extra agent flags (space-separated, e.g.
+// "--log-level debug"; with FLOWD_CHAOS_KEEP the logs stay).
+// The kinds alternate within each round, so a drift of the box's load
+// shows in every kind alike.
+func TestChaosKinds(t *testing.T) {
+	need(t)
+	kinds := os.Getenv("FLOWD_CHAOS_KINDS")
+	if kinds == "" {
+		t.Skip("set FLOWD_CHAOS_KINDS (e.g. kill9-leader,isolate-leader,sigstop-leader-long)")
+	}
+	repeat := 4
+	if v, err := strconv.Atoi(os.Getenv("FLOWD_CHAOS_REPEAT")); err == nil && v > 0 {
+		repeat = v
+	}
+	var cycles []string
+	for range repeat {
+		cycles = append(cycles, strings.Split(kinds, ",")...)
+	}
+	runSuite(t, Config{
+		Cycles: cycles, Hold: 3 * time.Second, Gap: time.Second, Rate: 40,
+		Submitters: 3, Workers: 4, Stallers: 1, QSShare: 0.2,
+		AgentFlags: strings.Fields(os.Getenv("FLOWD_CHAOS_AGENT_FLAGS")),
 	}, os.Getenv("FLOWD_CHAOS_STRICT") != "")
 }

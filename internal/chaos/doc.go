@@ -88,6 +88,14 @@
 // fresh connection, 500 ms per try) that succeeds through a node of the
 // majority side, per fault kind (p50/max in the summary). It includes the
 // agents' own forwarding, so a forwarder stuck on a silent old leader shows.
+// It also includes the injection's own latency (logged as "inject": an nft
+// transaction for a partition is some tens of ms, a signal is immediate).
+// Most of a leader failover is raft's: followers notice the silence at a
+// random point 1-3x HeartbeatTimeout after it began, and a follower that
+// still has a leader refuses pre-votes, so the election completes when the
+// second follower notices; three cycles per kind give a p50 that moves by
+// +-0.3 s between runs. Compare kinds with TestChaosKinds
+// (FLOWD_CHAOS_KINDS, FLOWD_CHAOS_REPEAT), not one long run.
 //
 // # Checkers, and which gate
 //
@@ -122,6 +130,10 @@
 //     try of it was answered (the forwarder retried it).
 //   - slow_forward_10s: submits that took >= 9.5 s (a forwarded write
 //     waiting out its budget on a stopped or cut-off leader).
+//
+// An orphan lease's note lists the failed claims of its worker around it
+// (when, how long, the error), which tells a lost claim answer from a lease
+// nobody asked for.
 //
 // Everything runs against real processes, so waits poll the agents with
 // deadlines; the only timed waits are a fault's hold, the fault-free gap

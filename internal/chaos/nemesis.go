@@ -190,6 +190,7 @@ func (n *Nemesis) Run(kind string) {
 	default:
 		panic("unknown fault " + kind)
 	}
+	injected := time.Since(t0) // the fault's own latency (a signal, an nft transaction), inside the failover
 	// The heal is due at t0+hold whatever the probe is doing (a short
 	// SIGSTOP must end after 150 ms, not after the failover).
 	healed := make(chan struct{})
@@ -203,7 +204,7 @@ func (n *Nemesis) Run(kind string) {
 		n.mu.Lock()
 		n.Failover[kind] = append(n.Failover[kind], d)
 		n.mu.Unlock()
-		n.log.Info("nemesis: failover", "kind", kind, "took", d)
+		n.log.Info("nemesis: failover", "kind", kind, "took", d, "inject", injected)
 	}
 	<-healed
 	if bad := c.WaitHealthy(60*time.Second, 200); len(bad) > 0 {

@@ -29,6 +29,7 @@ type Config struct {
 	Submitters, Workers, Stallers int
 	QSShare                       float64
 	Log                           *slog.Logger
+	AgentFlags                    []string // extra flags of every agent (e.g. --log-level debug)
 }
 
 // Summary is what the checkers found. The Safety* fields gate every run;
@@ -94,7 +95,7 @@ func Run(cfg Config) (*Summary, error) {
 	}
 	env := []string{fmt.Sprintf("FLOWD_CHAOS_SNAPSHOT_THRESHOLD=%d", snapThreshold),
 		fmt.Sprintf("FLOWD_CHAOS_TRAILING_LOGS=%d", trailingLogs), "FLOWD_CHAOS_SNAPSHOT_INTERVAL=" + snapInterval.String()}
-	c, err := NewCluster(log, ClusterOptions{Bin: cfg.Bin, BaseDir: cfg.BaseDir, N: 3, Spare: spare, Env: env})
+	c, err := NewCluster(log, ClusterOptions{Bin: cfg.Bin, BaseDir: cfg.BaseDir, N: 3, Spare: spare, Env: env, Flags: cfg.AgentFlags})
 	if err != nil {
 		return nil, err
 	}
@@ -350,9 +351,10 @@ func check(log *slog.Logger, c *Cluster, rec *Record, s *Summary) {
 			}
 			if !held {
 				s.OrphanLeases++
-				if examples["orphan"]++; examples["orphan"] <= 3 {
-					s.Notes = append(s.Notes, fmt.Sprintf("orphan lease: %s attempt %d token %d worker %s outcome %s claimed %s",
-						t.ID, at.N, at.FencingToken, at.Worker, at.Outcome, at.ClaimedAt.Format(time.RFC3339Nano)))
+				if examples["orphan"]++; examples["orphan"] <= 10 {
+					s.Notes = append(s.Notes, fmt.Sprintf("orphan lease: %s attempt %d token %d worker %s outcome %s claimed %s; that worker's failed claims near it: %s",
+						t.ID, at.N, at.FencingToken, at.Worker, at.Outcome, at.ClaimedAt.Format(time.RFC3339Nano),
+						failuresNear(rec.ClaimFailures[at.Worker], at.ClaimedAt)))
 				}
 			}
 			if at.Outcome == "lease_expired" && kind != "staller" {
@@ -376,4 +378,19 @@ func check(log *slog.Logger, c *Cluster, rec *Record, s *Summary) {
 		}
 	}
 	log.Info("chaos: checked", "members", len(members), "runs", s.Tasks, "acked", s.Acked)
+}
+
+// failuresNear lists a worker's failed claims that started within 20 s
+// before t and ended after it (the claim whose answer was lost), or "none".
+func failuresNear(fs []ClaimFailure, t time.Time) string {
+	var out []string
+	for _, f := range fs {
+		if f.Start.Before(t.Add(time.Second)) && f.Start.Add(f.Took).After(t.Add(-time.Second)) {
+			out = append(out, fmt.Sprintf("[%s +%s: %s]", f.Start.Format("15:04:05.000"), f.Took.Round(time.Millisecond), f.Err))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, " ")
 }

@@ -48,6 +48,9 @@ type Record struct {
 	Successes map[string]map[uint64]bool
 	// StaleAccepted lists stale-token writes that were accepted.
 	StaleAccepted []string
+	// ClaimFailures: worker id -> its task.claim calls that returned an
+	// error (when, how long, what), to explain orphan leases.
+	ClaimFailures map[string][]ClaimFailure
 
 	SubmitCalls, SubmitErrors, CreatedFalse, SlowSubmits atomic.Int64
 	ClaimCalls, ClaimErrors                              atomic.Int64
@@ -58,7 +61,21 @@ type Record struct {
 
 // NewRecord returns an empty record.
 func NewRecord() *Record {
-	return &Record{Acked: map[string]string{}, Received: map[string]map[uint64]string{}, Successes: map[string]map[uint64]bool{}}
+	return &Record{Acked: map[string]string{}, Received: map[string]map[uint64]string{}, Successes: map[string]map[uint64]bool{},
+		ClaimFailures: map[string][]ClaimFailure{}}
+}
+
+// ClaimFailure is one task.claim call that returned an error.
+type ClaimFailure struct {
+	Start time.Time
+	Took  time.Duration
+	Err   string
+}
+
+func (r *Record) claimFailed(worker string, start time.Time, err error) {
+	r.mu.Lock()
+	r.ClaimFailures[worker] = append(r.ClaimFailures[worker], ClaimFailure{Start: start, Took: time.Since(start), Err: err.Error()})
+	r.mu.Unlock()
 }
 
 func (r *Record) received(task string, token uint64, kind string) {
@@ -242,12 +259,14 @@ func (w *Workload) worker(id string, cl *rpc.Client, staller bool) {
 	}
 	for w.workCtx.Err() == nil {
 		ctx, cancel := context.WithTimeout(w.workCtx, 15*time.Second)
+		start := time.Now()
 		tasks, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: id, Queues: queues, Max: maxN, WaitMS: 1000})
 		cancel()
 		w.rec.ClaimCalls.Add(1)
 		if err != nil {
 			if w.workCtx.Err() == nil {
 				w.rec.ClaimErrors.Add(1)
+				w.rec.claimFailed(id, start, err)
 				waitOr(w.workCtx, 100*time.Millisecond)
 			}
 			continue
