@@ -282,6 +282,7 @@ func (a *applier) deleteRun(r *Run) {
 	if r.FinishedAt != 0 {
 		a.del(finishedKey(r.FinishedAt, r.ID))
 	}
+	a.unindexLabels(r)
 	a.deleteRecord(&a.runs, runKey(r.ID))
 	a.del(specKey(r.ID))
 	// Not an edge of the run machine (the run leaves the state entirely),

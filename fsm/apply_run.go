@@ -80,6 +80,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 		r.StartAt = a.startAt // set before the first state: rearmRun arms it
 	}
 	a.newRun(r)
+	a.indexLabels(r)
 	a.put(specKey(id), spec)
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})

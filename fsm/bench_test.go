@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/google/btree"
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -381,4 +383,59 @@ func BenchmarkRunListLabels(b *testing.B) {
 			b.ReportMetric(float64(pages), "pages")
 		})
 	}
+}
+
+// BenchmarkLabelIndexBytes measures the memory the label index costs: the
+// rl/ keys of FLOWD_BENCH_RUNS runs (default 100,000) with the three labels
+// of BenchmarkRunListLabels, built into a mirror B-tree as a reopen builds
+// them, as heap bytes per run per label (runtime.MemStats after a GC).
+//
+//	go test -run ^$ -bench LabelIndexBytes -benchtime 1x ./fsm/
+func BenchmarkLabelIndexBytes(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("FLOWD_BENCH_RUNS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	store := NewMemStore()
+	var batch []Write
+	envs, teams := []string{"prod", "staging", "dev"}, []string{"data", "web", "ops", "ml"}
+	for i := range n {
+		id := fmt.Sprintf("0193%08x-0000-7000-8000-%012x", i, i)
+		rv, err := marshal(&Run{ID: id, Workflow: "etl", State: domain.RunSucceeded, CreatedAt: int64(1_700_000_000_000 + i),
+			Labels: map[string]string{"env": envs[i%3], "team": teams[i%4], "customer": fmt.Sprintf("c%d", i%1000)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch = append(batch, Write{Key: runKey(id), Val: rv})
+	}
+	if err := store.Commit([][]Write{batch}); err != nil {
+		b.Fatal(err)
+	}
+	batch = nil
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	var perLabel float64
+	for range b.N {
+		r, release, _ := store.View()
+		before := heap()
+		mem := btree.NewG(8, itemLess)
+		labels := 0
+		if err := deriveIndexes(r, func(k []byte) {
+			if isQueryOnly(k) {
+				mem.ReplaceOrInsert(item{key: k, val: []byte{}})
+				labels++
+			}
+		}); err != nil {
+			b.Fatal(err)
+		}
+		perLabel = float64(heap()-before) / float64(labels)
+		runtime.KeepAlive(mem)
+		release()
+	}
+	b.ReportMetric(perLabel, "B/label")
 }

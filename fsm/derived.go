@@ -8,7 +8,7 @@ import (
 
 // Derived indexes. The ready index (q/), leases (l/), wake-ups (w/), the
 // admission queue (rp/), runs by state (rs/) and finished runs by time
-// (rf/) are functions of the task and run records: a task is in the ready
+// (rf/) and runs by label (rl/, labelindex.go) are functions of the task and run records: a task is in the ready
 // index iff its record says Indexed (at the key its queue, dispatch type,
 // priority and ReadySeq give), leased iff LeaseExpiresAt is set, due for a
 // wake-up iff RetryAt or DueAt is set (a run iff WakeAt is); a run waits for admission iff it is pending
@@ -24,7 +24,7 @@ import (
 // command that the rebuild equals the live indexes.
 
 // derivedPrefixes are kept in memory only and rebuilt from records.
-var derivedPrefixes = [][]byte{pfxReady, pfxLease, pfxWake, pfxPending, pfxRunState, pfxFinished, pfxClaimReq}
+var derivedPrefixes = [][]byte{pfxReady, pfxLease, pfxWake, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxLabel}
 
 func isDerived(key []byte) bool {
 	for _, p := range derivedPrefixes {
@@ -95,6 +95,10 @@ func deriveIndexes(r Reader, put func(key []byte)) error {
 		}
 		if run.WakeAt != 0 {
 			put(wakeKey(run.WakeAt, run.ID)) // a run id has no '/': not a task's
+		}
+		keys = labelKeys(keys[:0], &run)
+		for _, k := range keys {
+			put(k)
 		}
 		return true
 	})

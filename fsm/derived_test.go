@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/flowd/flowd/fsm/domain"
 )
 
 // derivedScenario leaves every derived index populated: runs waiting for
 // admission, ready tasks (one run's queue paused), leased tasks, and
 // retries waiting for their wake-up, runs in several states and a finished
-// one.
+// one, and a run with labels.
 func derivedScenario(h *harness) {
 	h.submit("done", `{"tasks":[{"key":"a","type":"u"}]}`)
+	labelled, _ := domain.ParseSpec([]byte(`{"tasks":[{"key":"a","type":"lab"}]}`), domain.DefaultLimits)
+	h.ok(&Submit{ID: "labelled", Spec: labelled, Labels: map[string]string{"env": "prod", "team": "data"}})
 	h.complete(h.claim("w", 1, "u")[0], `1`)
 	h.submit("idem", `{"tasks":[{"key":"a","type":"v"}]}`)
 	h.ok(&Claim{Waiters: []Waiter{{WorkerID: "wr", Types: []string{"v"}, Max: 1, RequestID: "req-1"}}})

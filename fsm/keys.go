@@ -20,6 +20,7 @@ import (
 //	rs/<state>/<run>                  run-by-state index (derived)
 //	rp/<seq8><run>                    runs waiting for admission, FIFO (derived)
 //	rf/<finished8><run>               finished runs by time, for retention (derived)
+//	rl/<len><label key><len><value><run>  runs by label pair, for run.list (derived, query only)
 //	q/<queue>\0<type>\0<prio4><seq8><run>/<key>   ready index (dispatchable tasks; derived)
 //	qs/<queue>                        QueueState (JSON)
 //	l/<expiry8><run>/<key>            lease index (derived)
@@ -39,6 +40,7 @@ var (
 	pfxRunState = []byte("rs/")
 	pfxPending  = []byte("rp/")
 	pfxFinished = []byte("rf/")
+	pfxLabel    = []byte("rl/")
 	pfxReady    = []byte("q/")
 	pfxQueue    = []byte("qs/")
 	pfxLease    = []byte("l/")
@@ -117,4 +119,32 @@ func claimReqPrefix(worker, req string) []byte {
 
 func claimReqKey(worker, req, taskID string) []byte {
 	return append(claimReqPrefix(worker, req), taskID...)
+}
+
+// labelPrefix lists the runs carrying the label pair (k, v), by run id.
+// Both parts are length-prefixed (uvarint), so the prefix of one pair is
+// never the start of another's keys, whatever bytes labels hold.
+func labelPrefix(k, v string) []byte { return appendLabelPrefix(nil, k, v) }
+
+func appendLabelPrefix(out []byte, k, v string) []byte {
+	out = append(out, pfxLabel...)
+	out = binary.AppendUvarint(out, uint64(len(k)))
+	out = append(out, k...)
+	out = binary.AppendUvarint(out, uint64(len(v)))
+	return append(out, v...)
+}
+
+// labelKey is allocated at its exact size: the mirror keeps one per run
+// and label.
+func labelKey(k, v, runID string) []byte {
+	n := len(pfxLabel) + uvarintLen(len(k)) + len(k) + uvarintLen(len(v)) + len(v) + len(runID)
+	return append(appendLabelPrefix(make([]byte, 0, n), k, v), runID...)
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
 }

@@ -31,7 +31,7 @@ type IndexedStore struct {
 }
 
 // hotPrefixes are mirrored in memory.
-var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, []byte("m/")}
+var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, pfxLabel, []byte("m/")}
 
 // isHot reports whether key (or every key under a scan prefix) lies in a
 // hot prefix.
@@ -266,7 +266,7 @@ func (c *recentCache) get(key []byte) (val []byte, found, ok bool) {
 // store, which holds the same values for the other hot keys as the mirror;
 // a scan whose range covers derived indexes (a full scan: digest, snapshot)
 // merges them in from memory, so it sees the same state as before they
-// were derived.
+// were derived (the query-only label index is left out: labelindex.go).
 func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
 	if len(prefix) > 0 && isHot(prefix) {
 		return r.mem.Scan(prefix, start, reverse, fn)
@@ -276,7 +276,7 @@ func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []b
 	}
 	var extra []item // mirror items are immutable: safe to hold
 	_ = r.mem.Scan(prefix, start, reverse, func(k, v []byte) bool {
-		if isDerived(k) {
+		if isDerived(k) && !isQueryOnly(k) {
 			extra = append(extra, item{key: k, val: v})
 		}
 		return true

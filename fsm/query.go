@@ -185,9 +185,18 @@ func (q RunFilter) match(r *Run) bool {
 // paging", so a selective filter over many runs costs bounded work per call.
 const MaxListScan = 10_000
 
+// maxListScan is MaxListScan, lowered by tests.
+var maxListScan = MaxListScan
+
 // ListRunsWhere lists runs newest first (run ids are UUIDv7), optionally
-// of one state, that match q, from after cursor (a run id) on.
+// of one state, that match q, from after cursor (a run id) on. A filter
+// with labels walks the label index (listByLabels), any other the runs
+// (listByScan).
 func (f *FSM) ListRunsWhere(state domain.RunState, q RunFilter, limit int, cursor string) ([]*Run, string, error) {
+	return f.listRuns(state, q, limit, cursor, len(q.Labels) > 0)
+}
+
+func (f *FSM) listRuns(state domain.RunState, q RunFilter, limit int, cursor string, byLabels bool) ([]*Run, string, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -195,55 +204,69 @@ func (f *FSM) ListRunsWhere(state domain.RunState, q RunFilter, limit int, curso
 	var out []*Run
 	next := ""
 	err := f.View(func(r Reader) error {
-		pfx := pfxRun
-		if state != "" {
-			pfx = runStatePrefix(string(state))
+		var err error
+		if byLabels {
+			out, next, err = listByLabels(r, state, q, limit, cursor, out)
+		} else {
+			out, next, err = listByScan(r, state, q, limit, cursor, out)
 		}
-		var start []byte
-		if cursor != "" {
-			start = cat(pfx, []byte(cursor))
-		}
-		examined, lastID := 0, ""
-		var bad error
-		if err := r.Scan(pfx, start, true, func(k, v []byte) bool {
-			id := string(k[len(pfx):])
-			if id == cursor {
-				return true
-			}
-			if len(out) == limit || examined == MaxListScan {
-				// More may follow: from after the last run returned, or,
-				// when the scan bound came first, after the last examined.
-				next = lastID
-				if len(out) == limit {
-					next = out[len(out)-1].ID
-				}
-				return false
-			}
-			examined, lastID = examined+1, id
-			var run *Run
-			var err error
-			if state == "" { // scanning the records themselves
-				run = new(Run)
-				if err = unmarshal(v, run); err != nil {
-					err = fmt.Errorf("decode run %s: %w", id, err)
-				}
-			} else {
-				run, err = getJSON[Run](r, runKey(id))
-			}
-			if err != nil {
-				bad = err
-				return false
-			}
-			if run != nil && (q.empty() || q.match(run)) {
-				out = append(out, run)
-			}
-			return true
-		}); err != nil {
-			return err
-		}
-		return bad
+		return err
 	})
 	return out, next, err
+}
+
+// listByScan examines the runs (of state, when given) newest first from
+// after cursor, decoding each, until it has limit matches or has examined
+// maxListScan.
+func listByScan(r Reader, state domain.RunState, q RunFilter, limit int, cursor string, out []*Run) ([]*Run, string, error) {
+	next := ""
+	pfx := pfxRun
+	if state != "" {
+		pfx = runStatePrefix(string(state))
+	}
+	var start []byte
+	if cursor != "" {
+		start = cat(pfx, []byte(cursor))
+	}
+	examined, lastID := 0, ""
+	var bad error
+	if err := r.Scan(pfx, start, true, func(k, v []byte) bool {
+		id := string(k[len(pfx):])
+		if id == cursor {
+			return true
+		}
+		if len(out) == limit || examined == maxListScan {
+			// More may follow: from after the last run returned, or,
+			// when the scan bound came first, after the last examined.
+			next = lastID
+			if len(out) == limit {
+				next = out[len(out)-1].ID
+			}
+			return false
+		}
+		examined, lastID = examined+1, id
+		var run *Run
+		var err error
+		if state == "" { // scanning the records themselves
+			run = new(Run)
+			if err = unmarshal(v, run); err != nil {
+				err = fmt.Errorf("decode run %s: %w", id, err)
+			}
+		} else {
+			run, err = getJSON[Run](r, runKey(id))
+		}
+		if err != nil {
+			bad = err
+			return false
+		}
+		if run != nil && (q.empty() || q.match(run)) {
+			out = append(out, run)
+		}
+		return true
+	}); err != nil {
+		return out, "", err
+	}
+	return out, next, bad
 }
 
 // CountRuns counts runs per state.

@@ -61,6 +61,9 @@ func (s *Snapshot) WriteTo(w io.Writer) (int64, error) {
 	var n uint64
 	var buf []byte
 	err := s.r.Scan(nil, nil, false, func(k, v []byte) bool {
+		if isQueryOnly(k) { // rebuilt from the records (labelindex.go)
+			return true
+		}
 		buf = buf[:0]
 		buf = append(buf, recKV)
 		buf = binary.AppendUvarint(buf, uint64(len(k)))
@@ -188,6 +191,9 @@ func readChunk(br *bufio.Reader) ([]byte, error) {
 func (f *FSM) Restore(rd io.Reader) error {
 	var applied uint64
 	err := f.store.Replace(func(put func(k, v []byte) error) error {
+		if _, ok := f.store.(rebuilder); !ok {
+			put = restoreDerivedPut(put)
+		}
 		return ReadSnapshot(rd, func(k, v []byte) error {
 			if bytes.Equal(k, keyApplied) {
 				applied = getU64(v)
