@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -60,9 +61,31 @@ func unmarshal(b []byte, v any) error {
 		if len(rest) != 0 {
 			return fmt.Errorf("%d bytes after the record", len(rest))
 		}
+		if d, ok := v.(decoded); ok {
+			d.decoded()
+		}
 		return nil
 	}
 	return gojson.Unmarshal(b, v)
+}
+
+// decoded is implemented by records whose MessagePack decoding needs a
+// touch to read back exactly as JSON did: a bounded decode (msgp:limit)
+// returns an empty, non-nil slice for a zero-length bin, where JSON's
+// omitted member was nil (and code tests input != nil).
+type decoded interface{ decoded() }
+
+func (r *Run) decoded() { r.Input = nilIfEmpty(r.Input) }
+
+func (t *Task) decoded() {
+	t.Input, t.Result = nilIfEmpty(t.Input), nilIfEmpty(t.Result)
+}
+
+func nilIfEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 // DecodeRun decodes a stored run record (for offline tools such as

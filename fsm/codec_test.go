@@ -253,3 +253,18 @@ func TestRecordDecodeBoundsDeclaredLengths(t *testing.T) {
 		t.Fatalf("decoding the damaged record allocated %d bytes", grew)
 	}
 }
+
+// Absent bytes decode as nil, as the JSON records' omitted members did
+// (code tests input != nil).
+func TestRecordNilBytesStayNil(t *testing.T) {
+	b, _ := marshal(&Task{RunID: "r", Key: "k"})
+	var tk Task
+	if err := unmarshal(b, &tk); err != nil || tk.Input != nil || tk.Result != nil {
+		t.Fatalf("task input %#v result %#v (%v), want nil", tk.Input, tk.Result, err)
+	}
+	b, _ = marshal(&Run{ID: "r"})
+	var r Run
+	if err := unmarshal(b, &r); err != nil || r.Input != nil {
+		t.Fatalf("run input %#v (%v), want nil", r.Input, err)
+	}
+}

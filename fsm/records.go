@@ -9,7 +9,7 @@ package fsm
 //
 //go:generate go run github.com/tinylib/msgp@v1.6.5 -file records.go -o records_msgp.go -tests=false -io=false -unexported
 //msgp:tag json
-//msgp:limit arrays:1048576 maps:65536
+//msgp:limit arrays:8388608 maps:65536
 //msgp:vartuple Run Task Attempt Compensation retryPolicy Counters Event
 //msgp:ignore QueueState Breaker Settings
 //msgp:replace json.RawMessage with:[]byte

@@ -11,7 +11,7 @@ import (
 
 // Size limits for msgp deserialization
 const (
-	z417a2efdlimitArrays = 1048576
+	z417a2efdlimitArrays = 8388608
 	z417a2efdlimitMaps   = 65536
 )
 
