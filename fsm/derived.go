@@ -7,21 +7,23 @@ import (
 )
 
 // Derived indexes. The ready index (q/), leases (l/), wake-ups (w/), the
-// admission queue (rp/), runs by state (rs/) and finished runs by time
-// (rf/) and runs by label (rl/, labelindex.go) are functions of the task and run records: a task is in the ready
-// index iff its record says Indexed (at the key its queue, dispatch type,
-// priority and ReadySeq give), leased iff LeaseExpiresAt is set, due for a
-// wake-up iff RetryAt or DueAt is set (a run iff WakeAt is); a run waits for admission iff it is pending
-// with an AdmitSeq, is listed under its State, and under its FinishedAt
-// iff that is set. The applier maintains them with the records
-// (dispatch.go, state.go), and IndexedStore keeps them in memory only:
-// they are rebuilt from the records when a store is opened or restored, so
-// a one-task job costs seven badger writes fewer (its run's three state
-// keys and one finished key, its task's ready and lease keys, written and
-// deleted). The price is memory: about 150 bytes per retained run and per
-// live task, and a rebuild at start (a scan of every record; 1M retained
-// tasks take a few seconds). TestModelRandomCommands checks after every
-// command that the rebuild equals the live indexes.
+// admission queue (rp/), runs by state (rs/), finished runs by time (rf/)
+// and runs by label (rl/, labelindex.go) are functions of the task and run
+// records: a task is in the ready index iff its record says Indexed (at the
+// key its queue, dispatch type, priority and ReadySeq give), leased iff
+// LeaseExpiresAt is set, due for a wake-up iff RetryAt or DueAt is set (a
+// run iff WakeAt is); a run waits for admission iff it is pending with an
+// AdmitSeq, is listed under its State, under its FinishedAt iff that is
+// set, and under each of its label pairs. The applier maintains them with
+// the records (dispatch.go, state.go, apply_run.go), and IndexedStore keeps
+// them in memory only: they are rebuilt from the records when a store is
+// opened or restored, so a one-task job costs seven badger writes fewer
+// (its run's three state keys and one finished key, its task's ready and
+// lease keys, written and deleted). The price is memory: about 150 bytes
+// per retained run and per live task, plus about 200 bytes per run and
+// label for rl/, and a rebuild at start (a scan of every record; 1M
+// retained tasks take a few seconds). TestModelRandomCommands checks after
+// every command that the rebuild equals the live indexes.
 
 // derivedPrefixes are kept in memory only and rebuilt from records.
 var derivedPrefixes = [][]byte{pfxReady, pfxLease, pfxWake, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxLabel}

@@ -17,6 +17,12 @@ import (
 // succeeded, failed or cancelled, with retention deleting the older
 // finished ones part of the way through.
 func labelPopulation(h *harness, rng *rand.Rand, n int) {
+	replays, replayErrs := 0, 0
+	defer func() {
+		if replayErrs == replays {
+			h.t.Fatalf("all %d replays failed", replays)
+		}
+	}()
 	h.ok(&SettingsSet{RetentionMS: ptr(int64(60_000))})
 	for i := range n {
 		h.now += int64(rng.IntN(300))
@@ -52,6 +58,12 @@ func labelPopulation(h *harness, rng *rand.Rand, n int) {
 		}
 		if i%97 == 96 {
 			h.ok(&GC{Limit: 1000})
+		}
+		if i%41 == 40 { // a replay carries its parent's labels
+			replays++
+			if _, failed := h.apply(&Replay{ParentID: id, NewID: fmt.Sprintf("0193%08x-0000-7000-8000-ffffffffffff", i)}).(error); failed {
+				replayErrs++
+			}
 		}
 	}
 }
