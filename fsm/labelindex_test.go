@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
 )
@@ -145,7 +146,27 @@ func indexedHarness(t *testing.T) (*harness, *MemStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitLabels(t, f)
 	return &harness{t: t, f: f, now: 1_700_000_000_000}, inner
+}
+
+// waitLabels waits until f's store has built its label index, and checks
+// that a view then answers lists from it.
+func waitLabels(t testing.TB, f *FSM) {
+	t.Helper()
+	if s, ok := f.store.(*IndexedStore); ok {
+		select {
+		case <-s.labelsReady():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the label index was not built within 30 s")
+		}
+	}
+	_ = f.View(func(r Reader) error {
+		if !labelIndexReady(r) {
+			t.Fatal("the label index is built but a view does not use it")
+		}
+		return nil
+	})
 }
 
 // The label index answers run.list exactly as the scan of every run does:
@@ -285,6 +306,7 @@ func TestLabelIndexAfterReopenAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	f2, _ := New(reopened, Options{})
+	waitLabels(t, f2)
 
 	snap, err := h.f.Snapshot()
 	if err != nil {
@@ -310,6 +332,7 @@ func TestLabelIndexAfterReopenAndRestore(t *testing.T) {
 		if err := f.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 			t.Fatal(err)
 		}
+		waitLabels(t, f)
 	}
 	want := h.digest()
 	for name, f := range map[string]*FSM{"reopened": f2, "restored": f3, "restored into a plain store": f4} {
@@ -347,5 +370,52 @@ func TestLabelIndexAfterReopenAndRestore(t *testing.T) {
 	}
 	if d, _, _ := plain.Digest(); d != want {
 		t.Fatalf("digest without the label keys %s, with them %s", d, want)
+	}
+}
+
+// While the label index is being built after a reopen, lists with labels
+// scan (same answers) and the writes committed meanwhile (new runs,
+// retention deleting old ones) reach the index once it is published.
+func TestLabelIndexBuildsInTheBackground(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	h, inner := indexedHarness(t)
+	labelPopulation(h, rng, 300)
+	release := make(chan struct{})
+	defer func() { labelBuildHook = nil }()
+	labelBuildHook = func() { <-release }
+	idx, err := NewIndexedStore(inner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := New(idx, Options{})
+	h2 := &harness{t: t, f: f, index: h.index, now: h.now}
+	labelPopulation(h2, rng, 300) // retention removes runs of the first population too
+	_ = f.View(func(r Reader) error {
+		if labelIndexReady(r) {
+			t.Fatal("the index is published while its build waits")
+		}
+		return nil
+	})
+	for range 30 {
+		state, q := randomFilter(rng, h2)
+		samePages(t, f, state, q, 7, "")
+	}
+	close(release)
+	waitLabels(t, f)
+	var want []string
+	r, done, _ := inner.View()
+	_ = deriveIndexes(r, func(k []byte) {
+		if isQueryOnly(k) {
+			want = append(want, string(k))
+		}
+	})
+	done()
+	slices.Sort(want)
+	if got := labelKeysOf(t, f); !slices.Equal(got, want) {
+		t.Fatalf("after the build: %d label keys, the records derive %d", len(got), len(want))
+	}
+	for range 30 {
+		state, q := randomFilter(rng, h2)
+		samePages(t, f, state, q, 7, "")
 	}
 }

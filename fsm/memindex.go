@@ -28,10 +28,14 @@ type IndexedStore struct {
 	// recent holds the run and task records the last commits wrote, for the
 	// applier only (see ApplyView).
 	recent recentCache
+	// labels is the label index, apart and built in the background
+	// (labelmirror.go).
+	labels labelMirror
 }
 
 // hotPrefixes are mirrored in memory.
-var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, pfxLabel, []byte("m/")}
+// The label index (rl/) is mirrored too, in its own tree (labelmirror.go).
+var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, []byte("m/")}
 
 // isHot reports whether key (or every key under a scan prefix) lies in a
 // hot prefix.
@@ -54,13 +58,14 @@ func NewIndexedStore(inner Store) (*IndexedStore, error) {
 }
 
 func (s *IndexedStore) reload() error {
+	s.stopLabelBuild()
 	mem := btree.NewG(8, itemLess)
 	r, release, err := s.inner.View()
 	if err != nil {
 		return err
 	}
 	var legacy []Write // derived keys a store written before they were derived still holds
-	for _, p := range hotPrefixes {
+	for _, p := range append(hotPrefixes[:len(hotPrefixes):len(hotPrefixes)], pfxLabel) {
 		derived := isDerived(p)
 		if err := r.Scan(p, nil, false, func(k, v []byte) bool {
 			if derived {
@@ -74,7 +79,14 @@ func (s *IndexedStore) reload() error {
 			return err
 		}
 	}
-	err = deriveIndexes(r, func(k []byte) { mem.ReplaceOrInsert(item{key: k, val: []byte{}}) })
+	var labels [][]byte // built into their own tree in the background
+	err = deriveIndexes(r, func(k []byte) {
+		if isQueryOnly(k) {
+			labels = append(labels, k)
+		} else {
+			mem.ReplaceOrInsert(item{key: k, val: []byte{}})
+		}
+	})
 	release()
 	if err != nil {
 		return fmt.Errorf("rebuild the ready, lease and wake-up indexes from the records: %w", err)
@@ -88,6 +100,7 @@ func (s *IndexedStore) reload() error {
 	}
 	s.mu.Lock()
 	s.mem, s.snap = mem, nil
+	s.startLabelBuild(labels)
 	s.mu.Unlock()
 	s.recent.reset()
 	return nil
@@ -120,7 +133,7 @@ func (s *IndexedStore) View() (Reader, func(), error) {
 	if s.snap == nil {
 		s.snap = s.mem.Clone()
 	}
-	return indexedReader{inner: r, mem: memReader{s.snap}}, release, nil
+	return indexedReader{inner: r, mem: memReader{s.snap}, labels: s.labelView()}, release, nil
 }
 
 // Commit implements Store: the durable store first (without the derived
@@ -144,6 +157,10 @@ func (s *IndexedStore) Commit(batches [][]Write) error {
 	s.snap = nil
 	for _, b := range batches {
 		for _, w := range b {
+			if isQueryOnly(w.Key) {
+				s.commitLabel(w)
+				continue
+			}
 			if !isHot(w.Key) {
 				if isRecord(w.Key) {
 					s.recent.put(w.Key, w.Val)
@@ -189,15 +206,25 @@ func (s *IndexedStore) TxnLimits() (bytes, writes int) {
 func (s *IndexedStore) Sync() error { return s.inner.Sync() }
 
 // Close implements Store.
-func (s *IndexedStore) Close() error { return s.inner.Close() }
+func (s *IndexedStore) Close() error {
+	s.stopLabelBuild()
+	return s.inner.Close()
+}
 
 type indexedReader struct {
 	inner  Reader
 	mem    memReader
 	recent *recentCache // set in an ApplyView
+	labels *memReader   // nil while the label index is being built
 }
 
 func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
+	if isQueryOnly(key) {
+		if r.labels == nil {
+			return nil, false, nil
+		}
+		return r.labels.Get(key)
+	}
 	if isHot(key) {
 		return r.mem.Get(key)
 	}
@@ -268,6 +295,12 @@ func (c *recentCache) get(key []byte) (val []byte, found, ok bool) {
 // merges them in from memory, so it sees the same state as before they
 // were derived (the query-only label index is left out: labelindex.go).
 func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
+	if len(prefix) >= len(pfxLabel) && isQueryOnly(prefix) {
+		if r.labels == nil {
+			return nil
+		}
+		return r.labels.Scan(prefix, start, reverse, fn)
+	}
 	if len(prefix) > 0 && isHot(prefix) {
 		return r.mem.Scan(prefix, start, reverse, fn)
 	}
@@ -322,6 +355,9 @@ func coversDerived(prefix []byte) bool {
 // mayHavePrefix implements prefixProber: a hot prefix is answered by the
 // mirror, any other may hold keys.
 func (r indexedReader) mayHavePrefix(prefix []byte) bool {
+	if len(prefix) >= len(pfxLabel) && isQueryOnly(prefix) {
+		return r.labels == nil || r.labels.mayHavePrefix(prefix)
+	}
 	if len(prefix) > 0 && isHot(prefix) {
 		return r.mem.mayHavePrefix(prefix)
 	}

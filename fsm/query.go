@@ -205,7 +205,7 @@ func (f *FSM) listRuns(state domain.RunState, q RunFilter, limit int, cursor str
 	next := ""
 	err := f.View(func(r Reader) error {
 		var err error
-		if byLabels {
+		if byLabels && labelIndexReady(r) {
 			out, next, err = listByLabels(r, state, q, limit, cursor, out)
 		} else {
 			out, next, err = listByScan(r, state, q, limit, cursor, out)
