@@ -60,6 +60,13 @@ func taskIndexKeys(out [][]byte, t *Task) [][]byte {
 // deriveIndexes rebuilds every derived key from the records r holds, in no
 // particular order; put receives each (its value is always empty).
 func deriveIndexes(r Reader, put func(key []byte)) error {
+	return deriveIndexesWith(r, put, nil)
+}
+
+// deriveIndexesWith is deriveIndexes handing each run with labels to
+// labelled instead of putting its label keys (when labelled is set): the
+// label index is built apart, in the background (labelmirror.go).
+func deriveIndexesWith(r Reader, put func(key []byte), labelled func(id string, l Labels)) error {
 	var bad error
 	var keys [][]byte
 	err := r.Scan(pfxTask, nil, false, func(_, v []byte) bool {
@@ -98,9 +105,15 @@ func deriveIndexes(r Reader, put func(key []byte)) error {
 		if run.WakeAt != 0 {
 			put(wakeKey(run.WakeAt, run.ID)) // a run id has no '/': not a task's
 		}
-		keys = labelKeys(keys[:0], &run)
-		for _, k := range keys {
-			put(k)
+		switch {
+		case len(run.Labels) == 0:
+		case labelled != nil:
+			labelled(run.ID, run.Labels)
+		default:
+			keys = labelKeys(keys[:0], &run)
+			for _, k := range keys {
+				put(k)
+			}
 		}
 		return true
 	})

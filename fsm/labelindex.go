@@ -16,7 +16,8 @@ import (
 // when it is created, so the applier writes the run's keys in createRun
 // and deletes them in deleteRun, through the same write buffer as the
 // record; IndexedStore keeps them in memory only and rebuilds them from
-// the run records at open and after a restore. Unlike the other derived
+// the run records at open and after a restore, publishing them when built
+// (labelmirror.go: until then lists scan). Unlike the other derived
 // indexes it is query-only: it is not state any command reads, so full
 // scans leave it out (the digest, snapshots), and the digest and the
 // snapshot format are those of a binary without it. rs/ and rf/ are hashed

@@ -8,11 +8,11 @@ import (
 
 // labelMirror holds an IndexedStore's label index (rl/, labelindex.go) in
 // a B-tree of its own, built in the background when the store is opened or
-// replaced. The keys are derived synchronously with the other indexes (the
-// same scan of the run records), but inserting them is the bulk of their
-// cost (about three million B-tree inserts for 1M runs with three labels,
-// several seconds) and nothing but run.list reads them, so the store is in
-// service without waiting: until the tree is ready a list with labels
+// replaced. The runs' labels are collected in the same scan of the run
+// records that derives the other indexes, but making and inserting their
+// keys is the bulk of their cost (about three million B-tree inserts for
+// 1M runs with three labels, several seconds) and nothing but run.list
+// reads them, so the store is in service without waiting: until the tree is ready a list with labels
 // scans the runs as it did before the index existed (listRuns asks
 // labelIndexReady), with the same answers. Writes committed meanwhile are
 // kept in order and applied to the tree before it is published. Every
@@ -27,15 +27,23 @@ type labelMirror struct {
 	done    chan struct{}       // closed when the builder has returned
 }
 
-// startLabelBuild installs a new, empty label mirror and builds keys into
-// it in the background. Called with s.mu held, after stopLabelBuild.
-func (s *IndexedStore) startLabelBuild(keys [][]byte) {
+// labelledRun is a run's id and labels, as the rebuild found them.
+type labelledRun struct {
+	id     string
+	labels Labels
+}
+
+// startLabelBuild installs a new, empty label mirror and builds the runs'
+// label keys into it in the background. Called with s.mu held, after
+// stopLabelBuild.
+func (s *IndexedStore) startLabelBuild(runs []labelledRun) {
 	m := labelMirror{ready: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	s.labels = m
 	go func() {
 		defer close(m.done)
 		tree := btree.NewG(8, itemLess)
-		for i, k := range keys {
+		var keys [][]byte
+		for i, lr := range runs {
 			if i%4096 == 0 {
 				select {
 				case <-m.stop:
@@ -43,7 +51,10 @@ func (s *IndexedStore) startLabelBuild(keys [][]byte) {
 				default:
 				}
 			}
-			tree.ReplaceOrInsert(item{key: k, val: []byte{}})
+			keys = labelKeys(keys[:0], &Run{ID: lr.id, Labels: lr.labels})
+			for _, k := range keys {
+				tree.ReplaceOrInsert(item{key: k, val: []byte{}})
+			}
 		}
 		if labelBuildHook != nil {
 			labelBuildHook()

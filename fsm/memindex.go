@@ -79,14 +79,9 @@ func (s *IndexedStore) reload() error {
 			return err
 		}
 	}
-	var labels [][]byte // built into their own tree in the background
-	err = deriveIndexes(r, func(k []byte) {
-		if isQueryOnly(k) {
-			labels = append(labels, k)
-		} else {
-			mem.ReplaceOrInsert(item{key: k, val: []byte{}})
-		}
-	})
+	var labels []labelledRun // their keys are built in the background
+	err = deriveIndexesWith(r, func(k []byte) { mem.ReplaceOrInsert(item{key: k, val: []byte{}}) },
+		func(id string, l Labels) { labels = append(labels, labelledRun{id, l}) })
 	release()
 	if err != nil {
 		return fmt.Errorf("rebuild the ready, lease and wake-up indexes from the records: %w", err)
