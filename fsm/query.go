@@ -190,8 +190,8 @@ var maxListScan = MaxListScan
 
 // ListRunsWhere lists runs newest first (run ids are UUIDv7), optionally
 // of one state, that match q, from after cursor (a run id) on. A filter
-// with labels walks the label index (listByLabels), any other the runs
-// (listByScan).
+// with labels walks the label index (listByLabels) once the store has it
+// built, any other the runs (listByScan); both answer the same.
 func (f *FSM) ListRunsWhere(state domain.RunState, q RunFilter, limit int, cursor string) ([]*Run, string, error) {
 	return f.listRuns(state, q, limit, cursor, len(q.Labels) > 0)
 }
