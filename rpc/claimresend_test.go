@@ -18,6 +18,7 @@ type claimAgent struct {
 	mu     sync.Mutex
 	script []error
 	ids    []string
+	frozen chan struct{} // non-nil: claims get no answer until it is closed (a stopped agent)
 }
 
 func (a *claimAgent) answer(errs ...error) {
@@ -38,6 +39,12 @@ func (a *claimAgent) lastID(t *testing.T) string {
 
 func startClaimAgent(t *testing.T) (*claimAgent, *Client) {
 	t.Helper()
+	a, ep := newClaimAgent(t)
+	return a, routeClient(t, []string{ep}, ClientOptions{})
+}
+
+func newClaimAgent(t *testing.T) (*claimAgent, string) {
+	t.Helper()
 	a := &claimAgent{}
 	dir, err := os.MkdirTemp("", "rpcclaim-") // short: sun_path is 108 bytes
 	if err != nil {
@@ -49,10 +56,19 @@ func startClaimAgent(t *testing.T) (*claimAgent, *Client) {
 		MethodHello: Func(func(context.Context, HelloParams) (HelloResult, error) {
 			return HelloResult{ProtocolVersion: ProtocolVersion, NodeID: "n1", LeaderID: "n1"}, nil
 		}),
-		MethodTaskClaim: Func(func(_ context.Context, p ClaimParams) (ClaimResult, error) {
+		MethodTaskClaim: Func(func(ctx context.Context, p ClaimParams) (ClaimResult, error) {
+			a.mu.Lock()
+			frozen := a.frozen
+			a.ids = append(a.ids, p.RequestID)
+			a.mu.Unlock()
+			if frozen != nil {
+				select {
+				case <-frozen:
+				case <-ctx.Done():
+				}
+			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			a.ids = append(a.ids, p.RequestID)
 			var err error
 			if len(a.script) > 0 {
 				err, a.script = a.script[0], a.script[1:]
@@ -66,7 +82,7 @@ func startClaimAgent(t *testing.T) (*claimAgent, *Client) {
 	}
 	go srv.Serve(context.Background(), l)
 	t.Cleanup(func() { srv.Close() })
-	return a, routeClient(t, []string{"unix://" + path}, ClientOptions{})
+	return a, "unix://" + path
 }
 
 func unavailable() error {
@@ -159,5 +175,60 @@ func TestClaimResendOnlyWhenItFits(t *testing.T) {
 	}
 	if got := a.lastID(t); got != lost {
 		t.Fatalf("the claim after one with its own id sent %q, want the lost %q", got, lost)
+	}
+}
+
+// A worker whose agent answers -32004 (cut off from the leader by a
+// partition, while the leader leased tasks to its claim) re-sends the claim
+// through another endpoint, which can reach the leader and answer those
+// leases, instead of asking the cut-off agent again until they expire.
+func TestClaimAfterUnavailableMovesToTheNextEndpoint(t *testing.T) {
+	cut, cutEP := newClaimAgent(t)
+	other, otherEP := newClaimAgent(t)
+	c := routeClient(t, []string{cutEP, otherEP}, ClientOptions{Route: RouteAny})
+	p := ClaimParams{WorkerID: "w", Queues: []string{"q"}, Max: 4}
+	cut.answer(unavailable())
+	if _, err := c.Claim(testCtx(t), p); err == nil {
+		t.Fatal("the scripted -32004 was not returned")
+	}
+	lost := cut.lastID(t)
+	if _, err := c.Claim(testCtx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	if got := other.lastID(t); got != lost {
+		t.Fatalf("the re-sent claim reached the other agent with request id %q, want %q", got, lost)
+	}
+	cut.mu.Lock()
+	n := len(cut.ids)
+	cut.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("the cut-off agent got %d claims, want 1", n)
+	}
+}
+
+// An agent stopped right after its leader leased tasks to a claim (SIGSTOP
+// of the leader the worker talks to) holds the claim unanswered: past the
+// claim's wait plus claimPatience the client leaves it and re-sends the
+// claim, same request id, through the next endpoint (where the new leader
+// answers those leases) instead of waiting for the stopped agent until the
+// leases expire.
+func TestClaimLeavesAStuckAgent(t *testing.T) {
+	stuck, stuckEP := newClaimAgent(t)
+	stuck.frozen = make(chan struct{})
+	t.Cleanup(func() { close(stuck.frozen) })
+	other, otherEP := newClaimAgent(t)
+	c := routeClient(t, []string{stuckEP, otherEP}, ClientOptions{Route: RouteAny})
+	p := ClaimParams{WorkerID: "w", Queues: []string{"q"}, Max: 4, WaitMS: 100}
+	start := time.Now()
+	if _, err := c.Claim(testCtx(t), p); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	first, again := stuck.lastID(t), other.lastID(t)
+	if again != first {
+		t.Fatalf("the claim re-sent through the next endpoint carried %q, want %q", again, first)
+	}
+	if min := 100*time.Millisecond + claimPatience; took < min {
+		t.Fatalf("the claim left the stuck agent after %s, before its wait plus patience (%s)", took, min)
 	}
 }

@@ -31,8 +31,9 @@ type ClientOptions struct {
 	// its own, when the leader is among the endpoints and reachable (a read
 	// there sees every write acknowledged to any client); otherwise to the
 	// current connection, whose agent forwards them. RouteAny: always the current
-	// connection (the behaviour before leader routing). With one endpoint
-	// the two are the same.
+	// connection (the behaviour before leader routing), which moves to the
+	// next endpoint when its agent fails or answers -32004. With one
+	// endpoint the two are the same.
 	Route string
 	// LeaderCheck is how often, at most, the client asks the agent it sends
 	// leader-bound calls to whether it still leads (agent.hello, in the
@@ -86,8 +87,11 @@ const (
 // connection back to learning who leads), and the call is retried if it was
 // not sent or if the caller marked it safe to send again (CallIdempotent,
 // CallResendable). A CodeUnavailable answer (no leader yet) is retried
-// after its retry_after_ms, for CallIdempotent calls only. Other protocol errors (-32001
-// not_found, ...) are returned at once.
+// after its retry_after_ms, for CallIdempotent calls only; when it came over
+// the current connection and there are other endpoints, that connection is
+// dropped first (its agent reached no leader: it may be cut off from the
+// majority), so the retry or the next call tries the next endpoint. Other
+// protocol errors (-32001 not_found, ...) are returned at once.
 type Client struct {
 	endpoints []string
 	opts      ClientOptions
@@ -254,8 +258,15 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 		}
 		var conn *Conn
 		var link *leaderLink // set when the call goes over a leader connection
+		stuck := false
 		if conn, link, err = c.pick(ctx, class); err == nil {
-			err = conn.Call(ctx, method, params, result)
+			actx, cancel := ctx, context.CancelFunc(func() {})
+			if limit := patience(method, params); limit > 0 {
+				actx, cancel = context.WithTimeout(ctx, limit)
+			}
+			err = conn.Call(actx, method, params, result)
+			stuck = err != nil && actx.Err() != nil && ctx.Err() == nil
+			cancel()
 			c.release(link)
 			if err == nil {
 				c.observe(conn, link, method, result)
@@ -264,6 +275,16 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
 			return err
+		}
+		if stuck {
+			// The agent held a long poll well past its wait: it is stopped
+			// or wedged. Leave it, as after a lost connection.
+			c.drop(conn)
+			if policy == retryUnsent {
+				return err
+			}
+			c.log.Debug("rpc: no answer within the call's patience; failing over", "method", method, "next", c.Endpoint())
+			continue
 		}
 		var ce *ConnError
 		var pe *Error
@@ -277,6 +298,13 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 		case errors.As(err, &pe) && pe.Code == CodeUnavailable:
 			if link != nil {
 				c.suspect(link) // is it still the leader? asked before its next use
+			} else if len(c.endpoints) > 1 {
+				// The current agent reached no leader (cut off from the
+				// majority, or in an election): the retry, or the next
+				// call, tries the next endpoint. A worker pinned to an agent
+				// that a partition cut off would otherwise re-send its
+				// claim there until the leases it was granted expired.
+				c.drop(conn)
 			}
 			if policy != retryAll {
 				return err
@@ -286,6 +314,28 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 			return err
 		}
 	}
+}
+
+// claimPatience is how long past its wait a task.claim may go unanswered
+// before the client takes its agent for stuck (an agent answers by the
+// wait plus well under a second: its margin for a claim entry in flight).
+const claimPatience = 2 * time.Second
+
+// patience bounds one try of a call (0: only the caller's context does).
+// A claim's try ends at its wait plus claimPatience: an agent that was
+// stopped (SIGSTOP, a frozen VM) right after its leader leased tasks to the
+// claim would otherwise hold the worker until it resumed, while the new
+// leader, asked the same request id through another endpoint, answers
+// those leases at once.
+func patience(method string, params any) time.Duration {
+	if method != MethodTaskClaim {
+		return 0
+	}
+	p, ok := params.(ClaimParams)
+	if !ok {
+		return 0
+	}
+	return time.Duration(max(p.WaitMS, 0))*time.Millisecond + claimPatience
 }
 
 func (c *Client) delay(attempt int, err error) time.Duration {
