@@ -380,12 +380,13 @@ func check(log *slog.Logger, c *Cluster, rec *Record, s *Summary) {
 	log.Info("chaos: checked", "members", len(members), "runs", s.Tasks, "acked", s.Acked)
 }
 
-// failuresNear lists a worker's failed claims that started within 20 s
-// before t and ended after it (the claim whose answer was lost), or "none".
+// failuresNear lists a worker's failed claims that ended after t-1s and
+// started before t+10s (the claim whose answer was lost, and the re-sends
+// that did not reach a leader in time), or "none".
 func failuresNear(fs []ClaimFailure, t time.Time) string {
 	var out []string
 	for _, f := range fs {
-		if f.Start.Before(t.Add(time.Second)) && f.Start.Add(f.Took).After(t.Add(-time.Second)) {
+		if f.Start.Before(t.Add(10*time.Second)) && f.Start.Add(f.Took).After(t.Add(-time.Second)) {
 			out = append(out, fmt.Sprintf("[%s +%s: %s]", f.Start.Format("15:04:05.000"), f.Took.Round(time.Millisecond), f.Err))
 		}
 	}
