@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/flowd/flowd/fsm/domain"
 )
 
 // Limits on what a client may ask of an agent, checked before anything is
@@ -13,10 +15,11 @@ import (
 // DefaultMaxSubscriptions caps the event streams of one connection.
 const DefaultMaxSubscriptions = 32
 
-// Label bounds: run.submit rejects labels outside them with -32602.
+// Label bounds: run.submit rejects labels outside them with -32602 (the
+// domain's, which run.list's selector parser applies too).
 const (
-	MaxLabelKeyBytes   = 128
-	MaxLabelValueBytes = 1024
+	MaxLabelKeyBytes   = domain.MaxLabelKeyBytes
+	MaxLabelValueBytes = domain.MaxLabelValueBytes
 )
 
 // clampMS turns a client's millisecond count into a duration no longer than

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -106,40 +107,122 @@ func restoreDerivedPut(put func(k, v []byte) error) func(k, v []byte) error {
 	}
 }
 
-// listByLabels is ListRunsWhere for a filter with labels (see above); it
-// appends to out and returns the next cursor.
-func listByLabels(r Reader, state domain.RunState, q RunFilter, limit int, cursor string, out []*Run) ([]*Run, string, error) {
-	terms := make([][]byte, 0, len(q.Labels)+1)
-	for k, v := range q.Labels {
-		terms = append(terms, labelPrefix(k, v))
+// maxExistsValues bounds the distinct values a selector's k term is served
+// from the index by: up to it, the term is the union of its pairs'
+// prefixes (each ordered by run id); a key with more values (a per-run id,
+// say) would cost a seek per value per step, so the term is checked on
+// each run read instead. A variable so tests can lower it.
+var maxExistsValues = 16
+
+// labelTerm is one term of the intersection: the union of its prefixes
+// (one for a pair or a state, one per value for a k term).
+type labelTerm [][]byte
+
+// existsTerm is the union of key k's pairs' prefixes, or false when the key
+// has more than maxExistsValues values. It walks the values by skipping
+// past each pair's prefix, one seek per value.
+func existsTerm(r Reader, k string) (labelTerm, bool, error) {
+	kp := appendLabelPrefix(nil, k, "")
+	kp = kp[:len(kp)-1] // the key's part, without the value's length
+	var out labelTerm
+	var start []byte
+	for {
+		var pair []byte
+		var bad error
+		if err := r.Scan(kp, start, false, func(key, _ []byte) bool {
+			lv, n := binary.Uvarint(key[len(kp):])
+			if n <= 0 || uint64(len(key)-len(kp)-n) < lv {
+				bad = fmt.Errorf("label index key %q is malformed", key)
+				return false
+			}
+			pair = bytes.Clone(key[:len(kp)+n+int(lv)])
+			return false
+		}); err != nil || bad != nil {
+			return nil, false, firstErr(err, bad)
+		}
+		if pair == nil {
+			return out, true, nil
+		}
+		if len(out) == maxExistsValues {
+			return nil, false, nil
+		}
+		out = append(out, pair)
+		start = prefixEnd(pair) // never nil: the value's length byte is below 0x80
 	}
-	slices.SortFunc(terms, bytes.Compare)
+}
+
+// labelTerms are q's terms the index serves, sorted, and false when it
+// serves none (the filter's selector terms are all k!=v, !k, or k terms of
+// keys with too many values).
+func labelTerms(r Reader, q RunFilter) ([]labelTerm, bool, error) {
+	terms := make([]labelTerm, 0, len(q.Labels)+len(q.Selector)+1)
+	for k, v := range q.Labels {
+		terms = append(terms, labelTerm{labelPrefix(k, v)})
+	}
+	for _, t := range q.Selector {
+		switch t.Op {
+		case domain.SelEquals:
+			terms = append(terms, labelTerm{labelPrefix(t.Key, t.Value)})
+		case domain.SelExists:
+			term, ok, err := existsTerm(r, t.Key)
+			if err != nil {
+				return nil, false, err
+			}
+			if ok {
+				terms = append(terms, term)
+			}
+		}
+	}
+	slices.SortFunc(terms, func(a, b labelTerm) int {
+		if len(a) == 0 || len(b) == 0 {
+			return len(a) - len(b)
+		}
+		return bytes.Compare(a[0], b[0])
+	})
+	return terms, len(terms) > 0, nil
+}
+
+// listByLabels is ListRunsWhere for a filter with labels or selector terms
+// (see above); it appends to out and returns the next cursor. A filter the
+// index cannot narrow is listed by the scan.
+func listByLabels(r Reader, state domain.RunState, q RunFilter, limit int, cursor string, out []*Run) ([]*Run, string, error) {
+	terms, ok, err := labelTerms(r, q)
+	if err != nil {
+		return out, "", err
+	}
+	if !ok {
+		return listByScan(r, state, q, limit, cursor, out)
+	}
 	base := pfxRun
 	if state != "" {
 		base = runStatePrefix(string(state))
-		terms = append(terms, base)
+		terms = append(terms, labelTerm{base})
 	}
 	examined := 0
 	var serr error
-	// seek returns the largest id under term that is at or below bound
-	// (strictly below when strict; top: no bound).
-	seek := func(term []byte, bound string, top, strict bool) (string, bool) {
-		examined++
-		var start []byte
-		if !top {
-			start = cat(term, []byte(bound))
-		}
+	// seek returns the largest id under one of term's prefixes that is at
+	// or below bound (strictly below when strict; top: no bound).
+	seek := func(term labelTerm, bound string, top, strict bool) (string, bool) {
 		var id string
 		found := false
-		if err := r.Scan(term, start, true, func(k, _ []byte) bool {
-			got := string(k[len(term):])
-			if strict && !top && got == bound {
-				return true
+		for _, pfx := range term {
+			examined++
+			var start []byte
+			if !top {
+				start = cat(pfx, []byte(bound))
 			}
-			id, found = got, true
-			return false
-		}); err != nil && serr == nil {
-			serr = err
+			if err := r.Scan(pfx, start, true, func(k, _ []byte) bool {
+				got := string(k[len(pfx):])
+				if strict && !top && got == bound {
+					return true
+				}
+				if !found || got > id {
+					id, found = got, true
+				}
+				return false
+			}); err != nil && serr == nil {
+				serr = err
+			}
 		}
 		return id, found
 	}
@@ -151,7 +234,9 @@ func listByLabels(r Reader, state domain.RunState, q RunFilter, limit int, curso
 	agree, i := 1, 1%len(terms)
 	for ok && serr == nil {
 		if agree < len(terms) {
-			if examined >= maxListScan && decided != "" {
+			// At the bound, stop once this page decided something (a
+			// cursor equal to the one given would never get further).
+			if examined >= maxListScan && decided != cursor {
 				return out, decided, nil
 			}
 			var x string
@@ -173,7 +258,7 @@ func listByLabels(r Reader, state domain.RunState, q RunFilter, limit int, curso
 		if run != nil && q.match(run) {
 			if out = append(out, run); len(out) == limit {
 				// As the scan: a next cursor iff any run follows it.
-				_, more := seek(base, cand, false, true)
+				_, more := seek(labelTerm{base}, cand, false, true)
 				if serr != nil || !more {
 					return out, "", serr
 				}

@@ -75,15 +75,32 @@ var (
 )
 
 // randomFilter draws a filter with 1-3 label terms (some never matching),
-// maybe a workflow and a creation bound, and maybe a state.
+// half the time a selector of 1-3 terms of every kind (then sometimes
+// without the label terms), maybe a workflow and a creation bound, and
+// maybe a state.
 func randomFilter(rng *rand.Rand, h *harness) (domain.RunState, RunFilter) {
 	q := RunFilter{Labels: map[string]string{}}
-	for range 1 + rng.IntN(3) {
-		k := labelVocab[rng.IntN(len(labelVocab))]
+	randomKey := func() string {
 		if rng.IntN(10) == 0 {
-			k = "nosuch"
+			return "nosuch"
 		}
-		q.Labels[k] = labelValues[rng.IntN(len(labelValues))]
+		return labelVocab[rng.IntN(len(labelVocab))]
+	}
+	for range 1 + rng.IntN(3) {
+		q.Labels[randomKey()] = labelValues[rng.IntN(len(labelValues))]
+	}
+	if rng.IntN(2) == 0 {
+		ops := []domain.SelectorOp{domain.SelEquals, domain.SelNotEquals, domain.SelExists, domain.SelNotExists}
+		for range 1 + rng.IntN(3) {
+			t := domain.SelectorTerm{Op: ops[rng.IntN(len(ops))], Key: randomKey()}
+			if t.Op == domain.SelEquals || t.Op == domain.SelNotEquals {
+				t.Value = labelValues[rng.IntN(len(labelValues))]
+			}
+			q.Selector = append(q.Selector, t)
+		}
+		if rng.IntN(2) == 0 {
+			q.Labels = nil
+		}
 	}
 	if rng.IntN(4) == 0 {
 		q.Workflow = []string{"etl", "report"}[rng.IntN(2)]
@@ -99,7 +116,7 @@ func randomFilter(rng *rand.Rand, h *harness) (domain.RunState, RunFilter) {
 }
 
 func describe(q RunFilter) string {
-	return fmt.Sprintf("labels %q workflow %q created (%d, %d)", q.Labels, q.Workflow, q.CreatedAfter, q.CreatedBefore)
+	return fmt.Sprintf("labels %q selector %q workflow %q created (%d, %d)", q.Labels, q.Selector.String(), q.Workflow, q.CreatedAfter, q.CreatedBefore)
 }
 
 func ids(runs []*Run) []string {
@@ -183,9 +200,17 @@ func TestLabelIndexListsWhatTheScanLists(t *testing.T) {
 			if len(all) < 200 || len(all) > 500 {
 				t.Fatalf("%d runs retained: the population should have lost some to retention", len(all))
 			}
-			matched := 0
-			for range 150 {
+			matched, kinds := 0, map[domain.SelectorOp]int{}
+			defer func(n int) { maxExistsValues = n }(maxExistsValues)
+			for i := range 300 {
+				// Half the lists serve a k term from the index, half
+				// check it per run (a key with more values than the
+				// bound: the vocabulary has 5).
+				maxExistsValues = []int{16, 2}[i%2]
 				state, q := randomFilter(rng, h)
+				for _, t := range q.Selector {
+					kinds[t.Op]++
+				}
 				limit := []int{1, 2, 3, 7, 50, 0, 5000}[rng.IntN(7)]
 				cursor := ""
 				switch rng.IntN(4) {
@@ -198,8 +223,11 @@ func TestLabelIndexListsWhatTheScanLists(t *testing.T) {
 				}
 				matched += samePages(t, h.f, state, q, limit, cursor)
 			}
-			if matched < 300 {
+			if matched < 600 {
 				t.Fatalf("only %d runs matched over all selectors: the comparison proves little", matched)
+			}
+			if len(kinds) != 4 {
+				t.Fatalf("selector term kinds drawn: %v, want all four", kinds)
 			}
 		})
 	}
@@ -238,7 +266,7 @@ func TestLabelIndexPagesPastTheScanBound(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("state %q %s walked:\nindex %q\nscan  %q", state, describe(q), got, want)
 		}
-		if len(q.Labels) == 1 && state == "" && indexPages > scanPages {
+		if len(q.Labels) == 1 && len(q.Selector) == 0 && state == "" && indexPages > scanPages {
 			t.Fatalf("state %q %s: %d pages by the index, %d by the scan", state, describe(q), indexPages, scanPages)
 		}
 	}

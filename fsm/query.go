@@ -148,17 +148,19 @@ func (f *FSM) ListRuns(state domain.RunState, limit int, cursor string) ([]*Run,
 // RunFilter selects runs by what their records say; the zero value takes
 // every run.
 type RunFilter struct {
-	Labels        map[string]string // every pair must match
-	Workflow      string            // the spec's name
-	CreatedAfter  int64             // ms, exclusive; 0: no bound
-	CreatedBefore int64             // ms, exclusive; 0: no bound
+	Labels map[string]string // every pair must match
+	// Selector: every term must hold too (ANDed with Labels).
+	Selector      domain.Selector
+	Workflow      string // the spec's name
+	CreatedAfter  int64  // ms, exclusive; 0: no bound
+	CreatedBefore int64  // ms, exclusive; 0: no bound
 	// Definition (and DefinitionVersion, 0: any) the run was submitted by.
 	Definition        string
 	DefinitionVersion int
 }
 
 func (q RunFilter) empty() bool {
-	return len(q.Labels) == 0 && q.Workflow == "" && q.CreatedAfter == 0 && q.CreatedBefore == 0 &&
+	return len(q.Labels) == 0 && len(q.Selector) == 0 && q.Workflow == "" && q.CreatedAfter == 0 && q.CreatedBefore == 0 &&
 		q.Definition == "" && q.DefinitionVersion == 0
 }
 
@@ -177,7 +179,22 @@ func (q RunFilter) match(r *Run) bool {
 			return false
 		}
 	}
-	return true
+	return q.Selector.Matches(r.Labels)
+}
+
+// indexable reports whether the label index can narrow q: it has a label
+// pair, or a selector term that the index serves (k=v, k); the others
+// (k!=v, !k) are checked on each run read.
+func (q RunFilter) indexable() bool {
+	if len(q.Labels) > 0 {
+		return true
+	}
+	for _, t := range q.Selector {
+		if t.Op == domain.SelEquals || t.Op == domain.SelExists {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxListScan bounds the run records one filtered list page examines: a
@@ -190,10 +207,11 @@ var maxListScan = MaxListScan
 
 // ListRunsWhere lists runs newest first (run ids are UUIDv7), optionally
 // of one state, that match q, from after cursor (a run id) on. A filter
-// with labels walks the label index (listByLabels) once the store has it
-// built, any other the runs (listByScan); both answer the same.
+// with labels or selector terms the index serves walks the label index
+// (listByLabels) once the store has it built, any other the runs
+// (listByScan); both answer the same.
 func (f *FSM) ListRunsWhere(state domain.RunState, q RunFilter, limit int, cursor string) ([]*Run, string, error) {
-	return f.listRuns(state, q, limit, cursor, len(q.Labels) > 0)
+	return f.listRuns(state, q, limit, cursor, q.indexable())
 }
 
 func (f *FSM) listRuns(state domain.RunState, q RunFilter, limit int, cursor string, byLabels bool) ([]*Run, string, error) {
