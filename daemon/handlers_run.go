@@ -140,6 +140,12 @@ func (a *Agent) runList(ctx context.Context, p rpc.ListParams) (rpc.ListResult, 
 		return rpc.ListResult{}, invalid("state %q is not a run state (%s)", p.State, runStateNames())
 	}
 	q := fsm.RunFilter{Labels: p.Labels, Workflow: p.Workflow}
+	if p.Selector != "" {
+		var err error
+		if q.Selector, err = domain.ParseSelector(p.Selector); err != nil {
+			return rpc.ListResult{}, err // names the term; wraps ErrInvalidArgument (-32602)
+		}
+	}
 	if p.Definition != "" {
 		var err error
 		if q.Definition, q.DefinitionVersion, err = domain.ParseDefinitionRef(p.Definition, domain.DefaultLimits); err != nil {

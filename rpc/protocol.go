@@ -250,10 +250,13 @@ type ListParams struct {
 	// workflow (spec name); created strictly after / before. A page may
 	// hold fewer runs than limit and still have a next_cursor: the agent
 	// examines a bounded number of runs per page; keep paging.
-	Labels        map[string]string `json:"labels,omitempty"`
-	Workflow      string            `json:"workflow,omitempty"`
-	CreatedAfter  time.Time         `json:"created_after,omitzero"`
-	CreatedBefore time.Time         `json:"created_before,omitzero"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Selector: a label selector, "env=prod,team!=data" (terms k=v, k==v,
+	// k!=v, k, !k; all must hold), ANDed with labels.
+	Selector      string    `json:"selector,omitempty"`
+	Workflow      string    `json:"workflow,omitempty"`
+	CreatedAfter  time.Time `json:"created_after,omitzero"`
+	CreatedBefore time.Time `json:"created_before,omitzero"`
 	// Definition: runs submitted by this definition, "name" (any version)
 	// or "name@version".
 	Definition string `json:"definition,omitempty"`
