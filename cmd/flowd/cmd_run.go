@@ -44,6 +44,7 @@ var runCommand = &cli.Command{
 				&cli.IntFlag{Name: "limit", Aliases: []string{"n"}, Value: 20, Usage: "runs per page"},
 				&cli.StringFlag{Name: "cursor", Usage: "continue after this run id (next_cursor of the previous page)"},
 				&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only runs with this label `KEY=VALUE` (repeat: all must match)"},
+				&cli.StringFlag{Name: "selector", Aliases: []string{"s"}, Usage: "only runs matching the label selector `SEL`, e.g. 'env=prod,team!=data' (terms k=v, k!=v, k, !k; all must hold; with --label too)"},
 				&cli.StringFlag{Name: "workflow", Usage: "only runs of the workflow `NAME`"},
 				&cli.StringFlag{Name: "definition", Usage: "only runs of the stored definition `NAME[@VERSION]` (any version without @)"},
 				&cli.StringFlag{Name: "schedule", Usage: "only runs the schedule `ID` started (--label " + domain.ScheduleLabel + "=ID)"},
@@ -127,7 +128,11 @@ func runListAction(cCtx *cli.Context) error {
 		}
 		labels[domain.ScheduleLabel] = id
 	}
-	filter := rpc.ListParams{Labels: labels, Workflow: cCtx.String("workflow"), Definition: cCtx.String("definition")}
+	sel := cCtx.String("selector")
+	if _, err := domain.ParseSelector(sel); err != nil {
+		return usageErr(cCtx, "--selector: %v", strings.TrimPrefix(err.Error(), domain.ErrInvalidArgument.Error()+": "))
+	}
+	filter := rpc.ListParams{Labels: labels, Selector: sel, Workflow: cCtx.String("workflow"), Definition: cCtx.String("definition")}
 	if d := cCtx.Duration("since"); d > 0 {
 		filter.CreatedAfter = time.Now().Add(-d)
 	}

@@ -112,6 +112,29 @@ func TestCLI(t *testing.T) {
 		if !strings.Contains(r.out, "no runs") {
 			t.Fatalf("--label team=nobody:\n%s", r)
 		}
+		// A label selector: != and k terms, on the agent.
+		var sl rpc.ListResult
+		r = tc.must(t, 0, "run", "list", "--selector", "team!=data", "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &sl); err != nil || len(sl.Runs) == 0 {
+			t.Fatalf("--selector team!=data: %v\n%s", err, r)
+		}
+		for _, x := range sl.Runs {
+			if x.Labels["team"] == "data" {
+				t.Fatalf("--selector team!=data listed %s with %v", x.ID, x.Labels)
+			}
+		}
+		r = tc.must(t, 0, "run", "list", "-s", "team,!nosuch")
+		if !strings.Contains(r.out, short) || !strings.Contains(r.out, "team=data") {
+			t.Fatalf("-s team,!nosuch:\n%s", r)
+		}
+		r = tc.must(t, 0, "run", "list", "-s", "team!=data", "--label", "team=data")
+		if !strings.Contains(r.out, "no runs") {
+			t.Fatalf("--selector team!=data --label team=data:\n%s", r)
+		}
+		r = tc.must(t, 2, "run", "list", "--selector", "team!=data,=x")
+		if !strings.Contains(r.err, `--selector: selector term 2 "=x": empty key`) {
+			t.Fatalf("bad selector:\n%s", r)
+		}
 		r = tc.must(t, 0, "run", "list", "--state", "succeeded", "-o", "json")
 		var lr rpc.ListResult
 		if err := json.Unmarshal([]byte(r.out), &lr); err != nil || len(lr.Runs) < 2 || lr.Counts["succeeded"] < 2 {
