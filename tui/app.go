@@ -385,7 +385,7 @@ func (a *App) key(msg tea.KeyMsg) tea.Cmd {
 		return tea.Batch(a.broadcast(resyncMsg{}), a.header.probe())
 	case key.Matches(msg, k.Back):
 		if a.cur().Back() {
-			return nil
+			return a.actOnOutbox(nil) // clearing a filter may reload
 		}
 		cmd, _ := a.pop()
 		return cmd
@@ -405,7 +405,12 @@ func (a *App) key(msg tea.KeyMsg) tea.Cmd {
 
 // toScreen gives a key to the active screen, then acts on its outbox.
 func (a *App) toScreen(msg tea.KeyMsg) tea.Cmd {
-	cmds := []tea.Cmd{a.update(a.active(), msg)}
+	return a.actOnOutbox(a.update(a.active(), msg))
+}
+
+// actOnOutbox acts on the active screen's outbox after cmd.
+func (a *App) actOnOutbox(cmd tea.Cmd) tea.Cmd {
+	cmds := []tea.Cmd{cmd}
 	for _, m := range a.cur().take() {
 		_, cmd := a.Update(m)
 		cmds = append(cmds, cmd)

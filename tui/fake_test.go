@@ -36,6 +36,8 @@ type fakeClient struct {
 	status  []*rpc.ClusterStatus // per endpoint; nil = unreachable
 	calls   []string
 	listN   int
+	// selectors: the selector of every run.list call, in order.
+	selectors []string
 	scheds  []schedrpc.Schedule
 	schedN  int                      // schedule.list calls
 	logs    map[string][]rpc.LogLine // "<run>/<key>/<attempt>" (tasklogs_test.go)
@@ -167,13 +169,18 @@ func (f *fakeClient) ListRuns(_ context.Context, p rpc.ListParams) (*rpc.ListRes
 		limit = 100
 	}
 	res := &rpc.ListResult{Counts: f.counts(), Runs: []rpc.Run{}}
+	sel, err := domain.ParseSelector(p.Selector) // as the agent does
+	if err != nil {
+		return nil, err
+	}
+	f.selectors = append(f.selectors, p.Selector)
 	i := 0
 	if p.Cursor != "" {
 		i = sort.Search(len(f.runs), func(j int) bool { return f.runs[j].ID < p.Cursor })
 	}
 	for ; i < len(f.runs); i++ {
 		r := f.runs[i]
-		if p.State != "" && r.State != p.State {
+		if p.State != "" && r.State != p.State || !sel.Matches(r.Labels) {
 			continue
 		}
 		if len(res.Runs) == limit {

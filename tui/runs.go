@@ -2,11 +2,13 @@ package tui
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -17,6 +19,10 @@ import (
 )
 
 // Messages of the runs screen.
+
+// runsCmdMsg carries a command of the screen's own out of Back (which
+// returns none): the root routes it back here, and it is run.
+type runsCmdMsg struct{ cmd tea.Cmd }
 
 // runsPageMsg is the answer to one run.list call.
 type runsPageMsg struct {
@@ -58,8 +64,13 @@ type runsModel struct {
 	filter lineInput
 	query  string
 	hay    map[string]hayEntry // lower-cased filter text per run
-	sortBy int
-	asc    bool
+	// selector is the label selector run.list is asked with: the query,
+	// when it is one (asSelector); selErr is why a query that looks like
+	// one is not (the last valid selector stays).
+	selector string
+	selErr   string
+	sortBy   int
+	asc      bool
 
 	gen       int
 	inflight  bool
@@ -118,7 +129,9 @@ func (m *runsModel) Back() bool {
 		return true
 	}
 	if m.query != "" {
-		m.setQuery("")
+		if cmd := m.setQuery(""); cmd != nil {
+			m.post(runsCmdMsg{cmd}) // a cleared selector reloads the list
+		}
 		return true
 	}
 	return false
@@ -165,6 +178,8 @@ func (m *runsModel) Update(msg tea.Msg) (*runsModel, tea.Cmd) {
 		return m, m.key(msg)
 	case runsPageMsg:
 		return m, m.page(msg)
+	case runsCmdMsg:
+		return m, msg.cmd
 	case eventsMsg:
 		m.events(msg.Events)
 		if msg.Resync {
@@ -261,19 +276,67 @@ func (m *runsModel) setTab(t int) tea.Cmd {
 	clear(m.marked)
 	m.nav = listNav{}
 	m.selID = ""
-	m.wantAll, m.goBottom = m.query != "" || m.sortBy != 0 || m.asc, false
+	m.wantAll, m.goBottom = m.textQuery() != "" || m.sortBy != 0 || m.asc, false
 	return m.reload()
 }
 
-// setQuery applies a filter.
+// setQuery applies a filter: a label selector is sent to the server (the
+// list reloads with it), any other text filters the loaded runs.
 func (m *runsModel) setQuery(q string) tea.Cmd {
 	m.query = strings.TrimSpace(q)
+	sel, looks, err := asSelector(m.query)
+	m.selErr = ""
+	switch {
+	case err != nil:
+		m.selErr = err.Error()
+	case looks || m.selector != "":
+		if !looks {
+			sel = ""
+		}
+		if sel != m.selector {
+			m.selector = sel
+			return m.setTab(m.tab) // the server's answer replaces the list
+		}
+	}
 	return m.resort()
+}
+
+// textQuery is the query the loaded runs are filtered by: none while it is
+// a label selector (the server filtered them).
+func (m *runsModel) textQuery() string {
+	if m.selector != "" && m.query == m.selector || m.selErr != "" {
+		return ""
+	}
+	return m.query
+}
+
+// asSelector reports whether a filter is a label selector: it holds '=' or
+// starts with '!', and no key or value holds a space (then it is words,
+// "wf-3 n=5", for the text filter). A selector that does not parse says why.
+func asSelector(q string) (string, bool, error) {
+	if !strings.Contains(q, "=") && !strings.HasPrefix(q, "!") {
+		return "", false, nil
+	}
+	sel, err := domain.ParseSelector(q)
+	if err != nil {
+		for _, t := range strings.Split(q, ",") {
+			if len(strings.Fields(strings.NewReplacer("!=", " ", "==", " ", "=", " ", "!", " ").Replace(t))) > 2 {
+				return "", false, nil // words
+			}
+		}
+		return "", true, errors.New(strings.TrimPrefix(err.Error(), domain.ErrInvalidArgument.Error()+": "))
+	}
+	for _, t := range sel {
+		if strings.ContainsFunc(t.Key+t.Value, unicode.IsSpace) {
+			return "", false, nil
+		}
+	}
+	return q, true, nil
 }
 
 // resort recomputes the view; filters and sorts need every page.
 func (m *runsModel) resort() tea.Cmd {
-	m.wantAll = m.wantAll || m.query != "" || m.sortBy != 0 || m.asc
+	m.wantAll = m.wantAll || m.textQuery() != "" || m.sortBy != 0 || m.asc
 	m.refresh()
 	return m.extend()
 }
@@ -298,11 +361,11 @@ func (m *runsModel) pageSize() int { return max(m.listHeight()*2+20, 50) }
 
 // fetch is the one place the screen calls run.list.
 func (m *runsModel) fetch(cursor string, limit int, replace bool) tea.Cmd {
-	client, gen, state := m.Client, m.gen, m.tabState()
+	client, gen, state, sel := m.Client, m.gen, m.tabState(), m.selector
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.ListRuns(cx, rpc.ListParams{State: state, Limit: min(limit, 1000), Cursor: cursor})
+		res, err := client.ListRuns(cx, rpc.ListParams{State: state, Limit: min(limit, 1000), Cursor: cursor, Selector: sel})
 		return runsPageMsg{gen: gen, cursor: cursor, replace: replace, res: res, err: err}
 	}
 }
@@ -441,9 +504,9 @@ func (m *runsModel) extend() tea.Cmd {
 // refresh recomputes the view and keeps the selected run under the cursor.
 func (m *runsModel) refresh() {
 	m.view = nil
-	if m.query != "" || m.sortBy != 0 || m.asc {
+	if m.textQuery() != "" || m.sortBy != 0 || m.asc {
 		m.view = make([]int, 0, len(m.rows))
-		words := strings.Fields(strings.ToLower(m.query))
+		words := strings.Fields(strings.ToLower(m.textQuery()))
 		for i := range m.rows {
 			if matchWords(m.haystack(&m.rows[i]), words) {
 				m.view = append(m.view, i)
@@ -570,6 +633,9 @@ func (m *runsModel) View() string {
 		empty = "loading…"
 	} else if m.query != "" {
 		empty = "no run matches the filter"
+		if m.selector != "" && m.textQuery() == "" {
+			empty = "no run matches the selector"
+		}
 	}
 	b.WriteString(t.render(m.nav, m.Height-2, empty, func(i int) []string {
 		r := &m.rows[m.rowAt(i)]
@@ -636,8 +702,14 @@ func (m *runsModel) statusView() string {
 	if n := len(m.marked); n > 0 {
 		parts = append(parts, itoa(n)+" selected (c cancel, R retry, esc clear)")
 	}
-	if m.query != "" {
+	switch {
+	case m.selErr != "":
+		parts = append(parts, "selector: "+m.selErr)
+	case m.textQuery() != "":
 		parts = append(parts, "filter \""+m.query+"\" ("+itoa(len(m.view))+" match)")
+	}
+	if m.selector != "" {
+		parts = append(parts, "selector \""+m.selector+"\" (server)")
 	}
 	total := m.counts[string(m.tabState())]
 	if m.tab == 0 {
