@@ -323,7 +323,7 @@ var methodRoutes = map[string]routeClass{
 	MethodSnapshotRest:   routeLeader, // the file is read on the leader's machine
 }
 
-// Schedule methods (params and results: internal/schedrpc).
+// Schedule methods (params and results: rpc/schedrpc).
 const (
 	MethodScheduleCreate  = "schedule.create"
 	MethodScheduleGet     = "schedule.get"
@@ -345,7 +345,7 @@ func init() {
 	}
 }
 
-// Definition methods (params and results: internal/defrpc).
+// Definition methods (params and results: rpc/defrpc).
 const (
 	MethodDefinitionPut  = "definition.put"
 	MethodDefinitionGet  = "definition.get"
