@@ -19,4 +19,10 @@
 //     encoding/json stops at the first unknown field.
 //   - Backoff jitter is a hash of (task id, attempt): deterministic for log
 //     replay, still spread across tasks.
+//   - Label selectors (selector.go, run.list's selector) are parsed here, in
+//     one place: the grammar (k=v, k==v, k!=v, k, !k, comma-separated) and
+//     its limits (the label key and value limits, which run.submit applies
+//     too, and 64 terms) are domain rules. A value cannot hold '=', '!' or
+//     ',', so a term always has one reading; labels (an object) match any
+//     value exactly.
 package domain
