@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 // fakeClient serves fixed data with deterministic times, like the agent
@@ -38,9 +38,9 @@ type fakeClient struct {
 	listN   int
 	// selectors: the selector of every run.list call, in order.
 	selectors []string
-	scheds  []schedrpc.Schedule
-	schedN  int                      // schedule.list calls
-	logs    map[string][]rpc.LogLine // "<run>/<key>/<attempt>" (tasklogs_test.go)
+	scheds    []schedrpc.Schedule
+	schedN    int                      // schedule.list calls
+	logs      map[string][]rpc.LogLine // "<run>/<key>/<attempt>" (tasklogs_test.go)
 }
 
 func runID(i int) string { return fmt.Sprintf("0197a0b1-%04x-7000-8000-%012x", i, 0xabc000+i) }
