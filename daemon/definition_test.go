@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/rpc/defrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 )
 
 // Workflow definitions through a follower (forwarded to the leader): put

@@ -6,8 +6,8 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/rpc/defrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 )
 
 // Workflow definition methods. A run submitted by definition resolves the

@@ -9,8 +9,8 @@ import (
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/internal/cronexpr"
-	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 // Schedule methods. Timing is parsed here and on the leader's schedule

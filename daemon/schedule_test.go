@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 // The schedule methods through a follower (forwarded to the leader): create,

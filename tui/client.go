@@ -14,8 +14,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 // Client is the part of the flowd protocol the TUI calls: a subset of

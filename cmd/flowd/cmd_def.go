@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/flowd/flowd/rpc/defrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 )
 
 func init() { commands = append(commands, defCommand) }

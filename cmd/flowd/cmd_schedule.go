@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 func init() { commands = append(commands, scheduleCommand) }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/rpc/schedrpc"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/schedrpc"
 )
 
 // An @every 1s schedule fires exactly once per second across a kill -9 of
