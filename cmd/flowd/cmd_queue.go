@@ -33,6 +33,7 @@ var queueCommand = &cli.Command{
 				&cli.Float64Flag{Name: "rate", Usage: "lease at most `R` tasks per second (0 removes the limit)"},
 				&cli.IntFlag{Name: "burst", Usage: "with --rate: at most `B` leases at once after a quiet spell (default 1: never more than R in any second)"},
 				&cli.StringFlag{Name: "type", Usage: "with --rate: limit only this task `TYPE`'s tasks in the queue"},
+				createFlag,
 			},
 			Action: queueSetAction,
 		},
@@ -105,14 +106,19 @@ func queuePauseCommand(name string, pause bool) *cli.Command {
 		Name:      name,
 		Usage:     usage + "; with --run, only for that run",
 		ArgsUsage: "NAME",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "run", Usage: "only this run's tasks in the queue (run `ID`)"},
-		},
+		}, pauseCreate(pause)...),
 		Action: func(cCtx *cli.Context) error {
 			if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
 				return err
 			}
 			q := cCtx.Args().First()
+			if pause {
+				if err := checkQueueInUse(cCtx, q); err != nil {
+					return err
+				}
+			}
 			var res *rpc.ChangedResult
 			if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
 				res, err = c.QueuePause(ctx, q, cCtx.String("run"), pause)
@@ -145,8 +151,56 @@ func printChanged(cCtx *cli.Context, res *rpc.ChangedResult, what string) error 
 	return nil
 }
 
+// createFlag lets queue set and pause name a queue no task has used yet
+// (configuring it before its first task); without it such a name is
+// refused as a likely typo, which would otherwise create a queue that
+// stays until `queue delete`.
+var createFlag = &cli.BoolFlag{Name: "create", Usage: "the queue may be new: configure it before any task uses it (without it, a name no task uses is refused as a typo)"}
+
+func pauseCreate(pause bool) []cli.Flag {
+	if pause {
+		return []cli.Flag{createFlag}
+	}
+	return nil
+}
+
+// checkQueueInUse refuses a queue name that no task has used (it is not in
+// queue.list), unless --create is given.
+func checkQueueInUse(cCtx *cli.Context, q string) error {
+	if cCtx.Bool("create") {
+		return nil
+	}
+	var known []string
+	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
+		res, err := c.Queues(ctx)
+		if err != nil {
+			return err
+		}
+		for _, x := range res.Queues {
+			if x.Name == q {
+				known = nil
+				return nil
+			}
+			known = append(known, x.Name)
+		}
+		if len(known) == 0 {
+			known = []string{"none yet"}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if known == nil {
+		return nil
+	}
+	return usageErr(cCtx, "no task uses queue %q (queues in use: %s): check the name, or add --create to configure a queue before its first task", q, strings.Join(known, ", "))
+}
+
 func queueSetAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
+		return err
+	}
+	if err := checkQueueInUse(cCtx, cCtx.Args().First()); err != nil {
 		return err
 	}
 	if cCtx.IsSet("rate") || cCtx.IsSet("burst") || cCtx.IsSet("type") {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flowd/flowd/rpc"
 )
@@ -283,6 +284,36 @@ func TestCLI(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.out), &first); err != nil || len(first.Events) != 2 || first.Events[0].Index != all.Events[0].Index {
 			t.Fatalf("events --from 1 -n 2: %v %+v, want the oldest two", err, first.Events)
 		}
+		var start rpc.EventsListResult
+		r = tc.must(t, 0, "events", "--run", short, "-n", "2", "--from-start", "-o", "json")
+		if err := json.Unmarshal([]byte(r.out), &start); err != nil || len(start.Events) != 2 || start.Events[0].Index != all.Events[0].Index {
+			t.Fatalf("events --from-start -n 2: %v %+v, want the oldest two", err, start.Events)
+		}
+		// --since T starts at the first event at or after T (times are the
+		// leader's stamps, never going back along the log).
+		for _, k := range []int{0, 1, len(all.Events) / 2, len(all.Events) - 1} {
+			at := all.Events[k].At
+			want := 0
+			for want < len(all.Events) && all.Events[want].At.Before(at) {
+				want++
+			}
+			var since rpc.EventsListResult
+			r = tc.must(t, 0, "events", "--run", short, "--since", at.Format(time.RFC3339Nano), "-o", "json")
+			if err := json.Unmarshal([]byte(r.out), &since); err != nil || len(since.Events) != len(all.Events)-want ||
+				since.Events[0].Index != all.Events[want].Index || since.Events[0].Seq != all.Events[want].Seq {
+				t.Fatalf("events --since %s: %v %+v, want from event %d of %+v", at.Format(time.RFC3339Nano), err, since.Events, want, all.Events)
+			}
+		}
+		var recent rpc.EventsListResult
+		if err := json.Unmarshal([]byte(tc.must(t, 0, "events", "--run", short, "--since", "1h", "-o", "json").out), &recent); err != nil || len(recent.Events) != len(all.Events) {
+			t.Fatalf("events --since 1h: %v %d events, want %d", err, len(recent.Events), len(all.Events))
+		}
+		if r := tc.flowd(t, "events", "--since", "1h", "--from", "3"); r.code != 2 || !strings.Contains(r.err, "one of --from, --since and --from-start") {
+			t.Fatalf("--since with --from: %s", r)
+		}
+		if r := tc.flowd(t, "events", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.err, "RFC 3339") {
+			t.Fatalf("--since yesterday: %s", r)
+		}
 	})
 
 	t.Run("run replay", func(t *testing.T) {
@@ -401,7 +432,14 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("queue delete", func(t *testing.T) {
-		tc.must(t, 0, "queue", "set", "tpyo", "--concurrency", "1")
+		// A name no task uses is refused as a typo unless --create says so.
+		if r := tc.must(t, 2, "queue", "set", "tpyo", "--concurrency", "1"); !strings.Contains(r.err, `no task uses queue "tpyo"`) || !strings.Contains(r.err, "--create") {
+			t.Fatalf("queue set of an unused name:\n%s", r)
+		}
+		if r := tc.must(t, 2, "queue", "pause", "tpyo"); !strings.Contains(r.err, "--create") {
+			t.Fatalf("queue pause of an unused name:\n%s", r)
+		}
+		tc.must(t, 0, "queue", "set", "tpyo", "--concurrency", "1", "--create")
 		if r := tc.must(t, 0, "queue", "delete", "tpyo"); !strings.Contains(r.out, "queue tpyo deleted") {
 			t.Fatalf("%s", r)
 		}
@@ -411,7 +449,7 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("queue auto", func(t *testing.T) {
-		r := tc.must(t, 0, "queue", "set", "thumbs", "--concurrency", "auto", "--min", "1", "--max", "6", "--target-latency", "250ms")
+		r := tc.must(t, 0, "queue", "set", "thumbs", "--create", "--concurrency", "auto", "--min", "1", "--max", "6", "--target-latency", "250ms")
 		if !strings.Contains(r.out, "concurrency set to auto between 1 and 6 (target latency 250ms)") {
 			t.Fatalf("%s", r)
 		}

@@ -8,7 +8,7 @@
 # `flowd queue list` and `flowd events`. Try it with `flowd dev` running
 # (its demo workers serve echo and sleep).
 set -e
-flowd queue set thumbs --concurrency auto --min 1 --max 16 --target-latency 250ms
+flowd queue set thumbs --create --concurrency auto --min 1 --max 16 --target-latency 250ms
 tasks=""
 for i in $(seq 1 200); do
   # every tenth task takes 800 ms: enough slow ones to push the p90 up

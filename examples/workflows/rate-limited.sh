@@ -6,7 +6,7 @@
 # with `flowd queue list`. Try it with `flowd dev` running (its demo workers
 # serve echo).
 set -e
-flowd queue set emails --rate 5                  # the queue: 5/s, burst 1
+flowd queue set emails --create --rate 5                 # the queue: 5/s, burst 1
 flowd queue set emails --type smtp --rate 0.5    # smtp tasks in it: one every 2 s
 tasks=""
 for i in $(seq 1 20); do
