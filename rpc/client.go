@@ -246,7 +246,7 @@ const (
 
 func (c *Client) call(ctx context.Context, method string, params, result any, policy retryPolicy) error {
 	class := classify(method, params)
-	var err error
+	var err, prev error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if attempt >= c.opts.MaxAttempts {
@@ -274,8 +274,15 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 			}
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			if prev != nil && !errors.Is(err, prev) {
+				// The deadline came while dialing again: say why the
+				// earlier tries failed (no agent listening, say), not only
+				// that time ran out.
+				return fmt.Errorf("%w (last error: %w)", err, prev)
+			}
 			return err
 		}
+		prev = err
 		if stuck {
 			// The agent held a long poll well past its wait: it is stopped
 			// or wedged. Leave it, as after a lost connection.

@@ -302,3 +302,25 @@ func TestShutdownClosesIdleConnections(t *testing.T) {
 		t.Fatalf("after Shutdown: %v", err)
 	}
 }
+
+// A call that runs out of time while dialing again still says why the
+// earlier tries failed (no agent at the endpoint): the CLI's hint depends
+// on it. Tight deadlines against a socket that does not exist end in the
+// retry's sleep or in the next dial alike; both must carry the ConnError.
+func TestDeadlineKeepsTheLastConnectionError(t *testing.T) {
+	c, err := NewClient([]string{"unix:///nonexistent/flowd-a.sock", "unix:///nonexistent/flowd-b.sock"},
+		ClientOptions{MaxAttempts: 1000, BackoffBase: 10 * time.Microsecond, BackoffCap: 50 * time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(200+i*13)*time.Microsecond)
+		var out json.RawMessage
+		err := c.Call(ctx, "cluster.status", nil, &out)
+		cancel()
+		if _, ok := errors.AsType[*ConnError](err); !ok {
+			t.Fatalf("try %d: %v: the connection error was lost", i, err)
+		}
+	}
+}
