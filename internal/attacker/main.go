@@ -21,18 +21,12 @@ package main
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -46,6 +40,7 @@ import (
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/internal/pki"
+	"github.com/flowd/flowd/internal/testutil"
 )
 
 // report is one line of the attacker's output.
@@ -92,21 +87,11 @@ func main() {
 // selfSigned is a certificate that looks like member id's in every field
 // (common name, node unit, SAN) but is signed by its own key.
 func selfSigned(id string) tls.Certificate {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testutil.SelfSignedNodeCert(id)
 	if err != nil {
-		fail("key: %v", err)
+		fail("self-signed certificate: %v", err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: id, OrganizationalUnit: []string{pki.NodeOU}},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{id},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		fail("certificate: %v", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return c
 }
 
 // otherCA is a proper node certificate for id, signed by a CA the attacker

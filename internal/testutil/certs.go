@@ -19,9 +19,19 @@ import (
 // not the cluster CA.
 func SelfSignedNode(t testing.TB, id string) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := SelfSignedNodeCert(id)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+// SelfSignedNodeCert is SelfSignedNode for a program (the attacker process
+// of the e2e tests).
+func SelfSignedNodeCert(id string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: id, OrganizationalUnit: []string{pki.NodeOU}},
@@ -31,9 +41,9 @@ func SelfSignedNode(t testing.TB, id string) tls.Certificate {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return tls.Certificate{}, err
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // NodePair loads node id's certificate and key from dir (pki's file names).
