@@ -50,6 +50,8 @@ deps:
 
 vet:
 	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed (run gofmt -w on them):"; echo "$$unformatted"; exit 1; fi
 
 staticcheck:
 	$(STATICCHECK) ./...
