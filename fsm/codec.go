@@ -26,7 +26,8 @@ import (
 //     decodes with it zero. TestRecordEncodingIsAppendOnly pins the layout
 //     against a stored encoding.
 //   - replicas must write identical bytes: maps are written sorted by key
-//     (Labels, domain.TaskCounts: the shims below), never in Go's map order.
+//     (Labels and countsMsg encode themselves below), never in Go's map
+//     order.
 //
 // Every other record, and every command, is JSON (goccy/go-json, a drop-in
 // for encoding/json about a third cheaper; it sorts map keys). JSON records
@@ -107,16 +108,22 @@ func DecodeTask(b []byte) (*Task, error) {
 	return &t, nil
 }
 
-// countsToMsg writes task counts as a MessagePack map in the order of
-// domain.TaskStates, then any other state sorted (none today).
-func countsToMsg(c domain.TaskCounts) []byte {
+// countsMsg is domain.TaskCounts as the record codec sees it (domain is
+// stdlib only). Counts and Labels encode themselves, in key order (replicas
+// must write identical bytes; generated code would use Go's map order),
+// inline as MessagePack maps; Msgsize is a bound computed without encoding.
+type countsMsg domain.TaskCounts
+
+// MarshalMsg writes the counts in the order of domain.TaskStates, then any
+// other state sorted (none today); zero counts are left out, as the state
+// machine deletes them.
+func (c countsMsg) MarshalMsg(o []byte) ([]byte, error) {
 	n := 0
 	for _, v := range c {
 		if v != 0 {
 			n++
 		}
 	}
-	o := make([]byte, 0, 1+n*12)
 	o = msgp.AppendMapHeader(o, uint32(n))
 	seen := 0
 	for _, s := range domain.TaskStates {
@@ -127,7 +134,7 @@ func countsToMsg(c domain.TaskCounts) []byte {
 		}
 	}
 	if seen == n {
-		return o
+		return o, nil
 	}
 	var rest []string
 	for s, v := range c {
@@ -140,79 +147,93 @@ func countsToMsg(c domain.TaskCounts) []byte {
 		o = msgp.AppendString(o, s)
 		o = msgp.AppendInt(o, c[domain.TaskState(s)])
 	}
-	return o
+	return o, nil
 }
 
-// countsFromMsg reads what countsToMsg wrote. It always returns a map
+// UnmarshalMsg reads what MarshalMsg wrote. It always leaves a map
 // (handlers count into it), as the JSON record's "counts":{} did.
-func countsFromMsg(b []byte) (domain.TaskCounts, error) {
+func (c *countsMsg) UnmarshalMsg(b []byte) ([]byte, error) {
 	n, b, err := msgp.ReadMapHeaderBytes(b)
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	if n > uint32(len(b)) {
-		return nil, msgp.ErrShortBytes
+		return b, msgp.ErrShortBytes
 	}
-	c := make(domain.TaskCounts, max(n, 4))
+	m := make(countsMsg, max(n, 4))
 	for range n {
 		var k string
 		var v int
 		if k, b, err = msgp.ReadStringBytes(b); err != nil {
-			return nil, err
+			return b, err
 		}
 		if v, b, err = msgp.ReadIntBytes(b); err != nil {
-			return nil, err
+			return b, err
 		}
-		c[domain.TaskState(k)] = v
+		m[domain.TaskState(k)] = v
 	}
-	return c, nil
+	*c = m
+	return b, nil
 }
 
-// labelsToMsg writes labels as a MessagePack map sorted by key (nil when
-// there are none).
-func labelsToMsg(l Labels) []byte {
-	if len(l) == 0 {
-		return nil
+// Msgsize bounds the encoded size.
+func (c countsMsg) Msgsize() int {
+	n := msgp.MapHeaderSize
+	for k := range c {
+		n += msgp.StringPrefixSize + len(k) + msgp.IntSize
 	}
+	return n
+}
+
+// MarshalMsg writes the labels sorted by key.
+func (l Labels) MarshalMsg(o []byte) ([]byte, error) {
 	keys := make([]string, 0, len(l))
-	size := 5
-	for k, v := range l {
+	for k := range l {
 		keys = append(keys, k)
-		size += 10 + len(k) + len(v)
 	}
 	slices.Sort(keys)
-	o := make([]byte, 0, size)
 	o = msgp.AppendMapHeader(o, uint32(len(keys)))
 	for _, k := range keys {
 		o = msgp.AppendString(o, k)
 		o = msgp.AppendString(o, l[k])
 	}
-	return o
+	return o, nil
 }
 
-// labelsFromMsg reads what labelsToMsg wrote (nil for none, as JSON's
-// omitted "labels" decoded).
-func labelsFromMsg(b []byte) (Labels, error) {
-	if len(b) == 0 {
-		return nil, nil
-	}
+// UnmarshalMsg reads what MarshalMsg wrote: nil for none, as JSON's
+// omitted "labels" decoded.
+func (l *Labels) UnmarshalMsg(b []byte) ([]byte, error) {
 	n, b, err := msgp.ReadMapHeaderBytes(b)
-	if err != nil || n == 0 {
-		return nil, err
+	if err != nil {
+		return b, err
 	}
 	if n > uint32(len(b)) {
-		return nil, msgp.ErrShortBytes
+		return b, msgp.ErrShortBytes
 	}
-	l := make(Labels, n)
+	if n == 0 {
+		*l = nil
+		return b, nil
+	}
+	m := make(Labels, n)
 	for range n {
 		var k, v string
 		if k, b, err = msgp.ReadStringBytes(b); err != nil {
-			return nil, err
+			return b, err
 		}
 		if v, b, err = msgp.ReadStringBytes(b); err != nil {
-			return nil, err
+			return b, err
 		}
-		l[k] = v
+		m[k] = v
 	}
-	return l, nil
+	*l = m
+	return b, nil
+}
+
+// Msgsize bounds the encoded size.
+func (l Labels) Msgsize() int {
+	n := msgp.MapHeaderSize
+	for k, v := range l {
+		n += 2*msgp.StringPrefixSize + len(k) + len(v)
+	}
+	return n
 }

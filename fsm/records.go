@@ -11,13 +11,12 @@ package fsm
 //msgp:tag json
 //msgp:limit arrays:8388608 maps:65536
 //msgp:vartuple Run Task Attempt Compensation retryPolicy Counters Event
-//msgp:ignore QueueState Breaker Settings
+//msgp:ignore QueueState Breaker Settings Labels countsMsg
 //msgp:replace json.RawMessage with:[]byte
 //msgp:replace domain.RunState with:string
 //msgp:replace domain.TaskState with:string
 //msgp:replace domain.RetryPolicy with:retryPolicy
-//msgp:shim domain.TaskCounts as:[]byte using:countsToMsg/countsFromMsg witherr:true
-//msgp:shim Labels as:[]byte using:labelsToMsg/labelsFromMsg witherr:true
+//msgp:replace domain.TaskCounts with:countsMsg
 
 import (
 	"encoding/json"

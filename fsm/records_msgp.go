@@ -516,56 +516,6 @@ func (z *Event) Msgsize() (s int) {
 }
 
 // MarshalMsg implements msgp.Marshaler
-func (z Labels) MarshalMsg(b []byte) (o []byte, err error) {
-	o = msgp.Require(b, z.Msgsize())
-	o = msgp.AppendBytes(o, labelsToMsg(z))
-	return
-}
-
-// UnmarshalMsg implements msgp.Unmarshaler
-func (z *Labels) UnmarshalMsg(bts []byte) (o []byte, err error) {
-	{
-		var zb0001 []byte
-		var zb0002 uint32
-		zb0002, bts, err = msgp.ReadBytesHeader(bts)
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-		if zb0002 > z417a2efdlimitArrays {
-			err = msgp.ErrLimitExceeded
-			return
-		}
-		zb0001 = labelsToMsg((*z))
-		if zb0001 == nil || uint32(cap(zb0001)) < zb0002 {
-			zb0001 = make([]byte, zb0002)
-		} else {
-			zb0001 = zb0001[:zb0002]
-		}
-		if uint32(len(bts)) < zb0002 {
-			err = msgp.ErrShortBytes
-			return
-		}
-		copy(zb0001, bts[:zb0002])
-		bts = bts[zb0002:]
-		(*z), err = labelsFromMsg(zb0001)
-
-		if err != nil {
-			err = msgp.WrapError(err)
-			return
-		}
-	}
-	o = bts
-	return
-}
-
-// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
-func (z Labels) Msgsize() (s int) {
-	s = msgp.BytesPrefixSize + len(labelsToMsg(z))
-	return
-}
-
-// MarshalMsg implements msgp.Marshaler
 func (z *Run) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// array header, size 25
@@ -574,7 +524,11 @@ func (z *Run) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.AppendString(o, z.Workflow)
 	o = msgp.AppendString(o, z.OnFailure)
 	o = msgp.AppendBytes(o, []byte(z.Input))
-	o = msgp.AppendBytes(o, labelsToMsg(z.Labels))
+	o, err = z.Labels.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "Labels")
+		return
+	}
 	o = msgp.AppendString(o, z.ParentID)
 	o = msgp.AppendString(o, z.ReplayOf)
 	o = msgp.AppendString(o, z.Definition)
@@ -588,7 +542,11 @@ func (z *Run) MarshalMsg(b []byte) (o []byte, err error) {
 		o = msgp.AppendString(o, z.PausedQueues[za0001])
 	}
 	o = msgp.AppendUint64(o, z.AdmitSeq)
-	o = msgp.AppendBytes(o, countsToMsg(z.Counts))
+	o, err = (*countsMsg)(&z.Counts).MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "Counts")
+		return
+	}
 	o = msgp.AppendInt64(o, z.CreatedAt)
 	o = msgp.AppendInt64(o, z.StartedAt)
 	o = msgp.AppendInt64(o, z.FinishedAt)
@@ -663,36 +621,10 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		{
-			var zb0004 []byte
-			var zb0005 uint32
-			zb0005, bts, err = msgp.ReadBytesHeader(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Labels")
-				return
-			}
-			if zb0005 > z417a2efdlimitArrays {
-				err = msgp.ErrLimitExceeded
-				return
-			}
-			zb0004 = labelsToMsg(z.Labels)
-			if zb0004 == nil || uint32(cap(zb0004)) < zb0005 {
-				zb0004 = make([]byte, zb0005)
-			} else {
-				zb0004 = zb0004[:zb0005]
-			}
-			if uint32(len(bts)) < zb0005 {
-				err = msgp.ErrShortBytes
-				return
-			}
-			copy(zb0004, bts[:zb0005])
-			bts = bts[zb0005:]
-			z.Labels, err = labelsFromMsg(zb0004)
-
-			if err != nil {
-				err = msgp.WrapError(err, "Labels")
-				return
-			}
+		bts, err = z.Labels.UnmarshalMsg(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Labels")
+			return
 		}
 		if zb0001--; zb0001 == 0 {
 			break
@@ -738,25 +670,25 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			break
 		}
 		{
-			var zb0006 string
-			zb0006, bts, err = msgp.ReadStringBytes(bts)
+			var zb0004 string
+			zb0004, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "State")
 				return
 			}
-			z.State = domain.RunState(zb0006)
+			z.State = domain.RunState(zb0004)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
 		}
 		{
-			var zb0007 string
-			zb0007, bts, err = msgp.ReadStringBytes(bts)
+			var zb0005 string
+			zb0005, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "InterruptedFrom")
 				return
 			}
-			z.InterruptedFrom = domain.RunState(zb0007)
+			z.InterruptedFrom = domain.RunState(zb0005)
 		}
 		if zb0001--; zb0001 == 0 {
 			break
@@ -769,20 +701,20 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		var zb0008 uint32
-		zb0008, bts, err = msgp.ReadArrayHeaderBytes(bts)
+		var zb0006 uint32
+		zb0006, bts, err = msgp.ReadArrayHeaderBytes(bts)
 		if err != nil {
 			err = msgp.WrapError(err, "PausedQueues")
 			return
 		}
-		if zb0008 > z417a2efdlimitArrays {
+		if zb0006 > z417a2efdlimitArrays {
 			err = msgp.ErrLimitExceeded
 			return
 		}
-		if cap(z.PausedQueues) >= int(zb0008) {
-			z.PausedQueues = (z.PausedQueues)[:zb0008]
+		if cap(z.PausedQueues) >= int(zb0006) {
+			z.PausedQueues = (z.PausedQueues)[:zb0006]
 		} else {
-			z.PausedQueues = make([]string, zb0008)
+			z.PausedQueues = make([]string, zb0006)
 		}
 		for za0001 := range z.PausedQueues {
 			z.PausedQueues[za0001], bts, err = msgp.ReadStringBytes(bts)
@@ -802,36 +734,10 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		if zb0001--; zb0001 == 0 {
 			break
 		}
-		{
-			var zb0009 []byte
-			var zb0010 uint32
-			zb0010, bts, err = msgp.ReadBytesHeader(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Counts")
-				return
-			}
-			if zb0010 > z417a2efdlimitArrays {
-				err = msgp.ErrLimitExceeded
-				return
-			}
-			zb0009 = countsToMsg(z.Counts)
-			if zb0009 == nil || uint32(cap(zb0009)) < zb0010 {
-				zb0009 = make([]byte, zb0010)
-			} else {
-				zb0009 = zb0009[:zb0010]
-			}
-			if uint32(len(bts)) < zb0010 {
-				err = msgp.ErrShortBytes
-				return
-			}
-			copy(zb0009, bts[:zb0010])
-			bts = bts[zb0010:]
-			z.Counts, err = countsFromMsg(zb0009)
-
-			if err != nil {
-				err = msgp.WrapError(err, "Counts")
-				return
-			}
+		bts, err = (*countsMsg)(&z.Counts).UnmarshalMsg(bts)
+		if err != nil {
+			err = msgp.WrapError(err, "Counts")
+			return
 		}
 		if zb0001--; zb0001 == 0 {
 			break
@@ -922,11 +828,11 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *Run) Msgsize() (s int) {
-	s = 3 + msgp.StringPrefixSize + len(z.ID) + msgp.StringPrefixSize + len(z.Workflow) + msgp.StringPrefixSize + len(z.OnFailure) + msgp.BytesPrefixSize + len([]byte(z.Input)) + msgp.BytesPrefixSize + len(labelsToMsg(z.Labels)) + msgp.StringPrefixSize + len(z.ParentID) + msgp.StringPrefixSize + len(z.ReplayOf) + msgp.StringPrefixSize + len(z.Definition) + msgp.IntSize + msgp.StringPrefixSize + len(z.Nonce) + msgp.StringPrefixSize + len(string(z.State)) + msgp.StringPrefixSize + len(string(z.InterruptedFrom)) + msgp.StringPrefixSize + len(z.Reason) + msgp.ArrayHeaderSize
+	s = 3 + msgp.StringPrefixSize + len(z.ID) + msgp.StringPrefixSize + len(z.Workflow) + msgp.StringPrefixSize + len(z.OnFailure) + msgp.BytesPrefixSize + len([]byte(z.Input)) + z.Labels.Msgsize() + msgp.StringPrefixSize + len(z.ParentID) + msgp.StringPrefixSize + len(z.ReplayOf) + msgp.StringPrefixSize + len(z.Definition) + msgp.IntSize + msgp.StringPrefixSize + len(z.Nonce) + msgp.StringPrefixSize + len(string(z.State)) + msgp.StringPrefixSize + len(string(z.InterruptedFrom)) + msgp.StringPrefixSize + len(z.Reason) + msgp.ArrayHeaderSize
 	for za0001 := range z.PausedQueues {
 		s += msgp.StringPrefixSize + len(z.PausedQueues[za0001])
 	}
-	s += msgp.Uint64Size + msgp.BytesPrefixSize + len(countsToMsg(z.Counts)) + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Uint64Size + msgp.Uint64Size
+	s += msgp.Uint64Size + (*countsMsg)(&z.Counts).Msgsize() + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Int64Size + msgp.Uint64Size + msgp.Uint64Size
 	return
 }
 
