@@ -71,24 +71,28 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	e.start(w)
 
 	// Slow phase: the gate opens every 800 ms.
-	stopSlow := make(chan struct{})
+	// slowPhase opens the gate every 800 ms until stop is closed.
 	var slowDone sync.WaitGroup
-	slowDone.Add(1)
-	go func() {
-		defer slowDone.Done()
-		tick := time.NewTicker(800 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopSlow:
-				return
-			case <-tick.C:
-				old := gate.Load()
-				newGate()
-				close(*old)
+	slowPhase := func(stop <-chan struct{}) {
+		slowDone.Add(1)
+		go func() {
+			defer slowDone.Done()
+			tick := time.NewTicker(800 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					old := gate.Load()
+					newGate()
+					close(*old)
+				}
 			}
-		}
-	}()
+		}()
+	}
+	stopSlow := make(chan struct{})
+	slowPhase(stopSlow)
 	waitCap(t, c, "aq", func(n int) bool { return n == 1 }, "the floor 1 under slow completions")
 	if p := peak.Load(); p > 4 {
 		t.Fatalf("%d tasks ran at once with a ceiling of 4", p)
@@ -138,22 +142,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 		e.submit(`{"tasks":[` + strings.Join(tasks, ",") + `]}`)
 	}
 	stopSlow = make(chan struct{})
-	slowDone.Add(1)
-	go func() {
-		defer slowDone.Done()
-		tick := time.NewTicker(800 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopSlow:
-				return
-			case <-tick.C:
-				old := gate.Load()
-				newGate()
-				close(*old)
-			}
-		}
-	}()
+	slowPhase(stopSlow)
 	// At the floor the cap stays put while completions stay slow, so every
 	// agent can be compared with the leader.
 	waitCap(t, c, "aq", func(n int) bool { return n == 1 }, "the floor again under the new leader")
