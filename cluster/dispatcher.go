@@ -26,6 +26,10 @@ type Dispatcher struct {
 	waiters []*waiter
 
 	throttled atomic.Uint64 // see ThrottledDispatches
+
+	// beforePropose, when set (tests), runs before a claim entry of the
+	// loop is proposed.
+	beforePropose func()
 }
 
 type waiter struct {
@@ -66,6 +70,9 @@ func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duratio
 	d.mu.Lock()
 	d.waiters = append(d.waiters, wt)
 	d.mu.Unlock()
+	if got := d.resent(wt); got != nil {
+		return got, nil
+	}
 	d.poke()
 	select {
 	case out := <-wt.ch:
@@ -89,6 +96,49 @@ func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duratio
 	case <-t.C:
 		return nil, &domain.UnavailableError{Reason: "the claim did not commit in time; retry", RetryAfter: 100 * time.Millisecond}
 	}
+}
+
+// resent answers a re-sent claim whose first delivery's entry was applied
+// before wt was held: that entry leased tasks to the request id, and its
+// outcome went to a caller that had stopped waiting. Without this, wt would
+// wait for ready work (the leases made none) and answer nothing, and the
+// worker, told "no tasks", would forget the request id: its leases would
+// sit with nobody until they expired. A first delivery still in flight
+// when wt was held hands its leases to wt when it settles (heirOf).
+// Nil when there is nothing to answer this way.
+func (d *Dispatcher) resent(wt *waiter) []fsm.Claimed {
+	if wt.w.RequestID == "" {
+		return nil
+	}
+	got, err := d.n.fsm.ClaimedBy(wt.w.WorkerID, wt.w.RequestID)
+	if err != nil || len(got) == 0 {
+		return nil // a read error leaves the claim to the state machine
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if wt.done || wt.inFlight {
+		return nil // settled meanwhile, or in an entry that answers the same
+	}
+	wt.done = true
+	d.remove(wt)
+	return got
+}
+
+// heirOf returns the waiter that inherits the leases of wt, a claim that
+// stopped waiting while its entry was in flight: a waiter held for the
+// same worker and request id (the claim, re-sent) that is not itself in an
+// entry (that entry answers it the same leases). d.mu must be held.
+func (d *Dispatcher) heirOf(wt *waiter) *waiter {
+	if !wt.cancelled || wt.w.RequestID == "" {
+		return nil
+	}
+	for _, x := range d.waiters {
+		if x != wt && !x.done && !x.inFlight && !x.cancelled &&
+			x.w.WorkerID == wt.w.WorkerID && x.w.RequestID == wt.w.RequestID {
+			return x
+		}
+	}
+	return nil
 }
 
 func (d *Dispatcher) poke() {
@@ -251,6 +301,9 @@ func waiterKey(w fsm.Waiter) string {
 }
 
 func (d *Dispatcher) propose(ctx context.Context, batch []*waiter) {
+	if d.beforePropose != nil {
+		d.beforePropose()
+	}
 	cmd := claimFor(batch)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	res, idx, err := d.n.ProposeGrouped(pctx, cmd)
@@ -313,6 +366,11 @@ func (d *Dispatcher) settle(batch []*waiter, res any, idx uint64, err error) {
 		case i < len(assigned) && len(assigned[i]) > 0:
 			wt.done = true
 			d.remove(wt)
+			if h := d.heirOf(wt); h != nil {
+				h.done = true
+				d.remove(h)
+				h.ch <- claimOutcome{tasks: assigned[i]}
+			}
 			wt.ch <- claimOutcome{tasks: assigned[i]}
 		case wt.cancelled:
 			wt.done = true

@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+)
+
+// A claim that stopped waiting while its entry was in flight (its caller
+// was answered -32004, outcome unknown) leased a task under its request id.
+// The worker re-sends that request id; it must get that lease, whether the
+// entry settled before the re-sent claim was held (answered from state) or
+// after (the re-sent claim inherits the outcome). Before, the re-sent claim
+// waited for ready work, found none (the lease took the only task) and
+// answered nothing; the worker then forgot the request id, and the task
+// sat leased to nobody until the lease expired.
+func TestResentClaimGetsTheLeaseItsFirstDeliveryGaveUpOn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// heldFirst: the re-sent claim is held before the first delivery's
+		// entry settles.
+		heldFirst bool
+	}{{"settled-before-resend", false}, {"settles-while-resend-waits", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewTestCluster(t, 1, nil)
+			l := c.Leader()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := l.WaitLeaderReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_, idx, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.WaitForApplied(ctx, idx); err != nil {
+				t.Fatal(err)
+			}
+
+			entered, gate := make(chan struct{}, 1), make(chan struct{})
+			l.disp.beforePropose = func() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-gate
+			}
+			w := fsm.Waiter{WorkerID: "w", Max: 1, RequestID: "req-1"}
+			firstCtx, giveUp := context.WithCancel(ctx)
+			first := make(chan error, 1)
+			go func() {
+				tasks, err := l.Claim(firstCtx, w, 0)
+				if err == nil && len(tasks) > 0 {
+					err = errors.New("the first delivery got its tasks")
+				}
+				first <- err
+			}()
+			<-entered // the first delivery's claim entry is about to be proposed
+			giveUp()
+			if err := <-first; !errors.Is(err, domain.ErrUnavailable) {
+				t.Fatalf("first delivery: %v, want an unavailable error (outcome unknown)", err)
+			}
+
+			type outcome struct {
+				tasks []fsm.Claimed
+				err   error
+			}
+			resent := make(chan outcome, 1)
+			resend := func() {
+				go func() {
+					rctx, stop := context.WithTimeout(ctx, 10*time.Second)
+					defer stop()
+					tasks, err := l.Claim(rctx, w, time.Second)
+					resent <- outcome{tasks, err}
+				}()
+			}
+			if tc.heldFirst {
+				resend()
+				deadline := time.Now().Add(5 * time.Second)
+				for l.WaitingClaims() != 2 { // no event marks a claim as registered
+					if time.Now().After(deadline) {
+						t.Fatal("the re-sent claim was never held")
+					}
+					time.Sleep(time.Millisecond)
+				}
+				close(gate)
+			} else {
+				close(gate)
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					got, err := l.fsm.ClaimedBy(w.WorkerID, w.RequestID)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(got) > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the first delivery's entry never leased the task")
+					}
+					time.Sleep(time.Millisecond)
+				}
+				resend()
+			}
+			out := <-resent
+			if out.err != nil {
+				t.Fatal(out.err)
+			}
+			leased, err := l.fsm.ClaimedBy(w.WorkerID, w.RequestID)
+			if err != nil || len(leased) != 1 {
+				t.Fatalf("leases of the request: %+v, %v; want one", leased, err)
+			}
+			if len(out.tasks) != 1 || out.tasks[0].TaskID != leased[0].TaskID || out.tasks[0].FencingToken != leased[0].FencingToken {
+				t.Fatalf("re-sent claim answered %+v, want the lease %s token %d", out.tasks, leased[0].TaskID, leased[0].FencingToken)
+			}
+		})
+	}
+}
