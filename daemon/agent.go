@@ -24,6 +24,10 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	specs specCache // parsed run.submit specs (speccache.go)
+	// unknownClaims: claims this agent gave a request id (the client sent
+	// none) whose outcome is unknown; the worker's next claim re-sends the
+	// id (taskClaim).
+	unknownClaims rpc.ClaimMemo
 	// node is the concrete cluster node, for lifecycle (Run, Shutdown),
 	// metrics and the operator methods that need raft itself; handlers
 	// otherwise go through prop and state (the seam, seam.go).

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -66,9 +67,30 @@ func checkClaim(p *rpc.ClaimParams) error {
 }
 
 func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResult, error) {
+	// A client that sends no request id (a script, an outside SDK) cannot
+	// re-send one after a lost answer; this agent, which picks the id, does
+	// it for the client: a claim whose outcome is unknown here (the forward
+	// or the claim entry timed out, the client went away) is kept, and the
+	// worker's next claim through this agent carries its id, so it is
+	// answered the leases the first one may have made instead of leaving
+	// them with nobody until they expire.
+	picked := p.RequestID == "" && !isForwarded(ctx)
+	if picked && p.WorkerID != "" {
+		p.RequestID = a.unknownClaims.Take(p)
+	}
 	if err := checkClaim(&p); err != nil {
 		return rpc.ClaimResult{}, err
 	}
+	res, unknown, err := a.claimOnLeader(ctx, p)
+	if picked && unknown {
+		a.unknownClaims.Keep(p)
+	}
+	return res, err
+}
+
+// claimOnLeader runs a checked claim; unknown reports an outcome this
+// agent cannot vouch for (the leader may have leased tasks no one heard of).
+func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.ClaimResult, unknown bool, _ error) {
 	wait := clampMS(p.WaitMS, MaxWait)
 	deadline := time.Now().Add(wait)
 	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
@@ -136,9 +158,9 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	if err != nil && fwdCtx.Err() != nil && ctx.Err() == nil {
 		// We stopped waiting because the client went away (or its wait
 		// ended while forwarding): no task was handed over here.
-		return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
+		return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, true, nil
 	}
-	return res, err
+	return res, err != nil && (errors.Is(err, domain.ErrUnavailable) || errors.Is(err, rpc.ErrClosed) || ctx.Err() != nil), err
 }
 
 func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.AckResult, error) {

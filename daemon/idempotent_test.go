@@ -3,9 +3,14 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -62,5 +67,69 @@ func TestResentClaimAndSubmitAreIdempotent(t *testing.T) {
 		if next, err := c.Claim(ctx, p); err != nil || len(next) != 1 || next[0].TaskID == first[0].TaskID {
 			t.Fatalf("via %s: a new request: %+v %v", target.cfg.NodeID, next, err)
 		}
+	}
+}
+
+// lossyClaims is the one-node cluster's proposer, except that the first
+// long-polled claim's answer is lost after its entry applied: the leases
+// are made, the caller hears "outcome unknown".
+type lossyClaims struct {
+	*cluster.Node
+	lost atomic.Bool
+}
+
+func (l *lossyClaims) Claim(ctx context.Context, w fsm.Waiter, grace time.Duration) ([]fsm.Claimed, error) {
+	got, err := l.Node.Claim(ctx, w, grace)
+	if err == nil && len(got) > 0 && l.lost.CompareAndSwap(false, true) {
+		return nil, &domain.UnavailableError{Reason: "the claim did not commit in time; retry"}
+	}
+	return got, err
+}
+
+// A client that sends no request id (a script, an outside SDK) cannot
+// re-send one after a lost answer. The agent that picked the id keeps it
+// when the outcome is unknown, and the worker's next claim through that
+// agent carries it: answered the lease the lost answer held (same token),
+// not a second task, and no lease is left with nobody.
+func TestAgentResendsTheRequestIDOfAClaimWhoseAnswerWasLost(t *testing.T) {
+	n := cluster.NewTestCluster(t, 1, nil).Leader()
+	a := seamAgent(n.ID(), &lossyClaims{Node: n}, n.FSM())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var runs []string
+	for range 2 {
+		sub, err := a.runSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"bare"}]}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, sub.ID)
+	}
+	p := rpc.ClaimParams{WorkerID: "script", Types: []string{"bare"}, Max: 1, WaitMS: 2000}
+	if res, err := a.taskClaim(ctx, p); !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("first claim: %+v %v, want the lost answer (unavailable)", res, err)
+	}
+	again, err := a.taskClaim(ctx, p)
+	if err != nil || len(again.Tasks) != 1 {
+		t.Fatalf("next claim: %+v %v, want one task", again, err)
+	}
+	leased := 0
+	for _, r := range runs {
+		tk, err := a.taskGet(ctx, rpc.TaskIDParams{ID: r + "/a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.State == "running" {
+			leased++
+			if tk.ID != again.Tasks[0].TaskID || tk.FencingToken != again.Tasks[0].FencingToken {
+				t.Fatalf("leased %s token %d, but the worker holds %s token %d", tk.ID, tk.FencingToken, again.Tasks[0].TaskID, again.Tasks[0].FencingToken)
+			}
+		}
+	}
+	if leased != 1 {
+		t.Fatalf("%d tasks leased, want 1 (the one the worker holds)", leased)
+	}
+	// The kept id was used once: the next claim leases the other task.
+	if next, err := a.taskClaim(ctx, p); err != nil || len(next.Tasks) != 1 || next.Tasks[0].TaskID == again.Tasks[0].TaskID {
+		t.Fatalf("a third claim: %+v %v, want the other task", next, err)
 	}
 }

@@ -101,7 +101,7 @@ type Client struct {
 	routing   bool          // leader routing is on (see route.go)
 	learnSlot chan struct{} // one leader discovery at a time
 	checking  atomic.Bool   // a periodic leader check is running
-	unknown   claimMemo     // claims whose outcome is unknown, re-sent by the next Claim (methods.go)
+	unknown   ClaimMemo     // claims whose outcome is unknown, re-sent by the next Claim (methods.go)
 
 	mu     sync.Mutex
 	idx    int   // current endpoint

@@ -114,25 +114,29 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 	picked := p.RequestID == ""
 	if picked {
-		p.RequestID = c.unknown.take(p)
+		p.RequestID = c.unknown.Take(p)
 	}
 	var out ClaimResult
 	err := c.CallResendable(ctx, MethodTaskClaim, p, &out)
 	var pe *Error
 	if err != nil && picked && !(errors.As(err, &pe) && pe.Code != CodeUnavailable) {
-		c.unknown.keep(p)
+		c.unknown.Keep(p)
 	}
 	return out.Tasks, err
 }
 
-// claimMemo remembers, per worker id, the last claim whose outcome is
-// unknown (see Client.Claim). Its zero value is ready.
-type claimMemo struct {
+// ClaimMemo remembers, per worker id, the last claim whose outcome is
+// unknown, so that the worker's next claim re-sends its request id and is
+// answered the leases it may have made (see Client.Claim; an agent keeps
+// one for clients that send no request id). Its zero value is ready.
+type ClaimMemo struct {
 	mu sync.Mutex
 	m  map[string]ClaimParams
 }
 
-func (m *claimMemo) keep(p ClaimParams) {
+// Keep remembers p (its RequestID set) as its worker's claim of unknown
+// outcome.
+func (m *ClaimMemo) Keep(p ClaimParams) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil {
@@ -143,11 +147,11 @@ func (m *claimMemo) keep(p ClaimParams) {
 	m.m[p.WorkerID] = p
 }
 
-// take returns the request id to send with p: the kept one of p's worker
+// Take returns the request id to send with p: the kept one of p's worker
 // if p asks for the same queues and types and at least as many tasks (so
 // the leases it is answered fit), else a fresh one. The kept one is used
 // once.
-func (m *claimMemo) take(p ClaimParams) string {
+func (m *ClaimMemo) Take(p ClaimParams) string {
 	m.mu.Lock()
 	old, ok := m.m[p.WorkerID]
 	delete(m.m, p.WorkerID)
