@@ -441,6 +441,7 @@ type applier struct {
 	throttled map[string]bool
 
 	runs, taskCache, queues, breakers cache
+	scratch                           []byte // flush's comparison encodings
 	settings                          *Settings
 	settingsDirty                     bool
 	counters                          *Counters

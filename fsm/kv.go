@@ -99,6 +99,15 @@ func (o *overlay) Set(key, val []byte) error {
 // SetNew is Set for a key the caller knows is absent below this overlay
 // (e.g. an index key of a run created in this entry): if it is deleted
 // again before the overlay is written, it leaves nothing, not a tombstone.
+// setOwned is Set for a key the caller hands over (built for this write
+// and not used after it): no copy.
+func (o *overlay) setOwned(key, val []byte) {
+	if val == nil {
+		val = []byte{}
+	}
+	o.put(item{key: key, val: val}, len(key)+len(val)+16)
+}
+
 func (o *overlay) SetNew(key, val []byte) error {
 	if val == nil {
 		val = []byte{}
@@ -173,7 +182,14 @@ func (o *overlay) rollbackTo(sp savepoint) {
 // read lazily, a few items at a time, so a scan that stops early (a claim
 // taking the head of a list) costs little however much the batch wrote.
 func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
+	if !o.buffersIn(prefix, start, reverse) {
+		// Nothing buffered in the range (the usual case for the index
+		// scans of a claim): the base alone, without the merge's iterator
+		// and closures.
+		return o.base.Scan(prefix, start, reverse, fn)
+	}
 	mine := &ovIter{o: o, prefix: prefix, start: start, reverse: reverse}
+	mine.buf = mine.arr[:0]
 	before := func(a, b []byte) bool {
 		if reverse {
 			return bytes.Compare(a, b) > 0
@@ -224,12 +240,27 @@ func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) 
 	}
 }
 
+// buffersIn reports whether the overlay holds an item (a write or a
+// tombstone) in a scan's range.
+func (o *overlay) buffersIn(prefix, start []byte, reverse bool) bool {
+	if o.items.Len() == 0 {
+		return false
+	}
+	found := false
+	o.walk(prefix, start, reverse, func(item) bool {
+		found = true
+		return false
+	})
+	return found
+}
+
 // ovIter pulls an overlay's items in scan order, a chunk at a time.
 type ovIter struct {
 	o       *overlay
 	prefix  []byte
 	start   []byte
 	reverse bool
+	arr     [ovChunk]item // buf's first backing array
 	buf     []item
 	pos     int
 	last    []byte // key of the last item fetched; the next chunk follows it

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sort"
 
+	"github.com/tinylib/msgp/msgp"
+
 	"github.com/flowd/flowd/fsm/domain"
 )
 
@@ -63,12 +65,21 @@ func (c *cache) get(key []byte) (*cacheEntry, bool) {
 
 func (c *cache) add(key []byte, v any, orig []byte) *cacheEntry {
 	if c.m == nil {
-		c.m = map[string]*cacheEntry{}
+		c.m = make(map[string]*cacheEntry, 8)
 	}
 	e := &cacheEntry{key: key, v: v, orig: orig}
-	c.m[string(key)] = e
-	c.order = append(c.order, string(key))
+	k := string(key) // one copy for the map and the order
+	c.m[k] = e
+	c.order = append(c.order, k)
 	return e
+}
+
+// reset empties c, keeping its map and order for the entry's next command
+// (a Multi of 16 commands allocated four maps per command).
+func (c *cache) reset() {
+	clear(c.m)
+	clear(c.order)
+	c.order = c.order[:0]
 }
 
 // load returns the cached record for key, loading it from tx on first use.
@@ -98,7 +109,10 @@ func (t *Task) setModifyIndex(i uint64) { t.ModifyIndex = i }
 
 // discard drops the caches unwritten (a failed Multi sub-command).
 func (a *applier) discard() {
-	a.runs, a.taskCache, a.queues, a.breakers = cache{}, cache{}, cache{}, cache{}
+	a.runs.reset()
+	a.taskCache.reset()
+	a.queues.reset()
+	a.breakers.reset()
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
 }
 
@@ -118,6 +132,29 @@ func legacySame(e *cacheEntry, b []byte) bool {
 	return err == nil && bytes.Equal(ob, b)
 }
 
+// setOwned writes a record under the key its cache entry built for it
+// (runKey, taskKey...: fresh, dropped with the cache): the write buffer
+// keeps it instead of a copy.
+func (a *applier) setOwned(key, val []byte) {
+	if o, ok := a.tx.(*overlay); ok {
+		o.setOwned(key, val)
+		return
+	}
+	must(a.tx.Set(key, val))
+}
+
+// encodeLoaded encodes a loaded record at its loaded index, into a.scratch
+// (scratch true: valid until the next call) when it has a MessagePack
+// encoding.
+func (a *applier) encodeLoaded(v any) (b []byte, scratch bool, err error) {
+	if m, ok := v.(msgp.Marshaler); ok {
+		a.scratch, err = m.MarshalMsg(a.scratch[:0])
+		return a.scratch, true, err
+	}
+	b, err = marshal(v)
+	return b, false, err
+}
+
 // flush writes back changed records, counters and caches.
 func (a *applier) flush() {
 	for _, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
@@ -135,21 +172,31 @@ func (a *applier) flush() {
 			if stamped && e.orig == nil {
 				m.setModifyIndex(a.index)
 			}
-			b, err := marshal(e.v)
-			must(err)
-			if e.orig != nil {
-				if bytes.Equal(b, e.orig) || legacySame(e, b) {
-					continue
-				}
-				if stamped {
-					m.setModifyIndex(a.index)
-					b, err = marshal(e.v)
-					must(err)
-				}
+			if e.orig == nil {
+				b, err := marshal(e.v)
+				must(err)
+				a.setOwned(e.key, b)
+				continue
 			}
-			must(a.tx.Set(e.key, b))
+			// A MessagePack record's comparison encoding goes to a scratch
+			// buffer: most loaded records did change and are encoded
+			// again, stamped.
+			b, scratch, err := a.encodeLoaded(e.v)
+			must(err)
+			if bytes.Equal(b, e.orig) || legacySame(e, b) {
+				continue
+			}
+			switch {
+			case stamped:
+				m.setModifyIndex(a.index)
+				b, err = marshal(e.v)
+				must(err)
+			case scratch:
+				b = bytes.Clone(b)
+			}
+			a.setOwned(e.key, b)
 		}
-		*c = cache{}
+		c.reset()
 	}
 	if a.counters != nil {
 		a.put(keyCounters, a.counters)
