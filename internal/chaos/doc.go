@@ -132,7 +132,9 @@
 //     waiting out its budget on a stopped or cut-off leader).
 //
 // An orphan lease's note lists the failed claims of its worker around it
-// (when, how long, the error), which tells a lost claim answer from a lease
+// (when, how long, the error) and what its client logged at debug level
+// then (fail-overs and re-sends inside one call, which the call's caller
+// never sees as an error), which tells a lost claim answer from a lease
 // nobody asked for.
 //
 // Everything runs against real processes, so waits poll the agents with

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +67,41 @@ func NewRecord() *Record {
 		ClaimFailures: map[string][]ClaimFailure{}}
 }
 
+// clientLog records what a worker's client logs at debug level (its
+// fail-overs and re-sends inside one call) as that worker's claim
+// "failures" of zero duration, so an orphan lease's note shows the retries
+// a call hid from its caller.
+type clientLog struct {
+	rec    *Record
+	worker string
+	attrs  []slog.Attr
+}
+
+func (h clientLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h clientLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString("client: " + r.Message)
+	for _, a := range h.attrs {
+		b.WriteString(" " + a.String())
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	h.rec.mu.Lock()
+	h.rec.ClaimFailures[h.worker] = append(h.rec.ClaimFailures[h.worker], ClaimFailure{Start: r.Time, Err: b.String()})
+	h.rec.mu.Unlock()
+	return nil
+}
+
+func (h clientLog) WithAttrs(as []slog.Attr) slog.Handler {
+	h.attrs = append(slices.Clip(h.attrs), as...)
+	return h
+}
+
+func (h clientLog) WithGroup(string) slog.Handler { return h }
+
 // ClaimFailure is one task.claim call that returned an error.
 type ClaimFailure struct {
 	Start time.Time
@@ -112,7 +149,7 @@ type WorkloadOptions struct {
 	QSShare                       float64 // fraction of runs in qs
 }
 
-func (w *Workload) client(home *Agent, pinned bool) *rpc.Client {
+func (w *Workload) client(home *Agent, pinned bool, worker string) *rpc.Client {
 	var eps []string
 	if pinned {
 		eps = append(eps, "unix://"+home.Sock)
@@ -124,6 +161,9 @@ func (w *Workload) client(home *Agent, pinned bool) *rpc.Client {
 	}
 	o := rpc.ClientOptions{MaxAttempts: 20, BackoffCap: 300 * time.Millisecond, DialTimeout: time.Second,
 		Logger: slog.New(slog.DiscardHandler)}
+	if worker != "" {
+		o.Logger = slog.New(clientLog{rec: w.rec, worker: worker})
+	}
 	if pinned {
 		// The current connection stays on home while its socket answers: its
 		// agent forwards writes and claims to the leader.
@@ -145,20 +185,22 @@ func StartWorkload(log *slog.Logger, c *Cluster, rec *Record, o WorkloadOptions)
 	members := c.Members()
 	for i := range o.Workers {
 		home := members[i%len(members)]
-		cl := w.client(home, i%2 == 0)
+		id := fmt.Sprintf("w%d-%s", i, home.ID)
+		cl := w.client(home, i%2 == 0, id)
 		w.workWG.Add(1)
-		go w.worker(fmt.Sprintf("w%d-%s", i, home.ID), cl, false)
+		go w.worker(id, cl, false)
 	}
 	for i := range o.Stallers {
 		home := members[(i+1)%len(members)]
-		cl := w.client(home, i%2 == 1)
+		id := fmt.Sprintf("stall%d-%s", i, home.ID)
+		cl := w.client(home, i%2 == 1, id)
 		w.workWG.Add(1)
-		go w.worker(fmt.Sprintf("stall%d-%s", i, home.ID), cl, true)
+		go w.worker(id, cl, true)
 	}
 	per := o.Rate / float64(max(1, o.Submitters))
 	for i := range o.Submitters {
 		home := members[i%len(members)]
-		cl := w.client(home, i%2 == 0)
+		cl := w.client(home, i%2 == 0, "")
 		w.subWG.Add(1)
 		go w.submitter(cl, per, o.QSShare)
 	}
