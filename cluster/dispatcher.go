@@ -104,7 +104,7 @@ func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duratio
 // wait for ready work (the leases made none) and answer nothing, and the
 // worker, told "no tasks", would forget the request id: its leases would
 // sit with nobody until they expired. A first delivery still in flight
-// when wt was held hands its leases to wt when it settles (heirOf).
+// when wt was held hands its leases to wt when it settles (siblingsOf).
 // Nil when there is nothing to answer this way.
 func (d *Dispatcher) resent(wt *waiter) []fsm.Claimed {
 	if wt.w.RequestID == "" {
@@ -124,21 +124,29 @@ func (d *Dispatcher) resent(wt *waiter) []fsm.Claimed {
 	return got
 }
 
-// heirOf returns the waiter that inherits the leases of wt, a claim that
-// stopped waiting while its entry was in flight: a waiter held for the
-// same worker and request id (the claim, re-sent) that is not itself in an
-// entry (that entry answers it the same leases). d.mu must be held.
-func (d *Dispatcher) heirOf(wt *waiter) *waiter {
-	if !wt.cancelled || wt.w.RequestID == "" {
+// siblingsOf returns the other waiters held for wt's worker and request
+// id: the same claim delivered again (a client's or a forwarder's re-send)
+// while an earlier delivery is still held, because its caller stopped
+// waiting while its entry was in flight (cancelled), or because its caller
+// went away without this leader noticing (a forwarding agent killed, its
+// connection not yet closed). When wt's entry leases tasks, each sibling
+// is answered the same leases (the state machine answers a re-sent request
+// id so); otherwise one sibling (the live re-send) would go on waiting for
+// ready work those leases took and answer nothing, and the worker would
+// forget the id. Siblings in an entry of their own are left to it (it
+// answers the same leases). d.mu must be held.
+func (d *Dispatcher) siblingsOf(wt *waiter) []*waiter {
+	if wt.w.RequestID == "" {
 		return nil
 	}
+	var out []*waiter
 	for _, x := range d.waiters {
-		if x != wt && !x.done && !x.inFlight && !x.cancelled &&
+		if x != wt && !x.done && !x.inFlight &&
 			x.w.WorkerID == wt.w.WorkerID && x.w.RequestID == wt.w.RequestID {
-			return x
+			out = append(out, x)
 		}
 	}
-	return nil
+	return out
 }
 
 func (d *Dispatcher) poke() {
@@ -366,10 +374,10 @@ func (d *Dispatcher) settle(batch []*waiter, res any, idx uint64, err error) {
 		case i < len(assigned) && len(assigned[i]) > 0:
 			wt.done = true
 			d.remove(wt)
-			if h := d.heirOf(wt); h != nil {
-				h.done = true
-				d.remove(h)
-				h.ch <- claimOutcome{tasks: assigned[i]}
+			for _, x := range d.siblingsOf(wt) {
+				x.done = true
+				d.remove(x)
+				x.ch <- claimOutcome{tasks: assigned[i]}
 			}
 			wt.ch <- claimOutcome{tasks: assigned[i]}
 		case wt.cancelled:

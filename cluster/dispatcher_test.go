@@ -120,3 +120,84 @@ func TestResentClaimGetsTheLeaseItsFirstDeliveryGaveUpOn(t *testing.T) {
 		})
 	}
 }
+
+// A claim delivered twice while both deliveries are held (a forwarding
+// agent was killed; the leader has not noticed its connection is gone,
+// and the worker re-sent the request id through another agent): when one
+// delivery's entry leases the task, the other is answered the same lease.
+// Before, only the delivery nobody listened to got it; the re-send waited
+// for ready work the lease took, answered nothing, and the worker forgot
+// the request id.
+func TestDuplicateHeldClaimsShareTheirLease(t *testing.T) {
+	c := NewTestCluster(t, 1, nil)
+	l := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.WaitLeaderReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := fsm.Waiter{WorkerID: "w", Max: 1, RequestID: "req-1"}
+	type outcome struct {
+		tasks []fsm.Claimed
+		err   error
+	}
+	got := make(chan outcome, 2)
+	for range 2 {
+		go func() {
+			cctx, stop := context.WithTimeout(ctx, 10*time.Second)
+			defer stop()
+			tasks, err := l.Claim(cctx, w, time.Second)
+			got <- outcome{tasks, err}
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for l.WaitingClaims() != 2 { // no event marks a claim as registered
+		if time.Now().After(deadline) {
+			t.Fatal("the claims were never held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// One ready task: the submit's entry claims it for one waiter only.
+	if _, _, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := <-got, <-got
+	for _, o := range []outcome{a, b} {
+		if o.err != nil || len(o.tasks) != 1 || o.tasks[0].TaskID != "r/x" {
+			t.Fatalf("deliveries answered %+v and %+v; want both the lease of r/x", a, b)
+		}
+	}
+	if a.tasks[0].FencingToken != b.tasks[0].FencingToken {
+		t.Fatalf("tokens %d and %d; want one lease", a.tasks[0].FencingToken, b.tasks[0].FencingToken)
+	}
+}
+
+// A new leader renews the leases no worker has acknowledged (its first
+// command after the barrier, fsm.NewTerm): the claim's answer may have been
+// lost with the old leader, and the worker's re-sent claim needs the
+// election and its client's patience to arrive before the lease ends.
+func TestNewLeaderRenewsUnacknowledgedLeases(t *testing.T) {
+	c := NewTestCluster(t, 3, nil)
+	c.Propose(&fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t","lease_ms":60000}]}`)})
+	got := claim(t, c, "w1", 1)
+	if len(got) != 1 {
+		t.Fatalf("claimed %+v", got)
+	}
+	before := got[0].LeaseExpiresAt
+	old := c.Leader()
+	c.Kill(old)
+	l := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := l.WaitLeaderReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// WaitLeaderReady returns once the loops run, after the renewal.
+	tk, err := l.FSM().GetTask("r/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.LeaseExpiresAt <= before || tk.FencingToken != got[0].FencingToken {
+		t.Fatalf("lease after the new term: token %d until %d; want token %d renewed past %d", tk.FencingToken, tk.LeaseExpiresAt, got[0].FencingToken, before)
+	}
+}

@@ -71,6 +71,9 @@ func (n *Node) establishLeadership() {
 			}
 		}
 		n.publishMeta(ctx)
+		if !n.cfg.DisableLoops {
+			n.renewUnacked(ctx)
+		}
 		n.isLeader.Store(true)
 		close(ready)
 		defer n.isLeader.Store(false)
@@ -240,6 +243,29 @@ func (n *Node) gcLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// renewUnacked gives every lease no worker has acknowledged yet a fresh
+// lease period from this term's start (fsm/apply_term.go: its answer may
+// have been lost with the previous leader, and the worker's re-sent claim
+// needs an election and its client's patience to get here). It runs after
+// the barrier and before the reaper starts.
+func (n *Node) renewUnacked(ctx context.Context) {
+	for ctx.Err() == nil {
+		res, _, err := n.Propose(ctx, &fsm.NewTerm{Leader: n.cfg.NodeID})
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("renew unacknowledged leases", "err", err)
+			}
+			return
+		}
+		if c, ok := res.(*fsm.CountResult); !ok || !c.More {
+			if ok && c.Count > 0 {
+				n.log.Info("renewed unacknowledged leases for the new term", "leases", c.Count)
+			}
+			return
 		}
 	}
 }

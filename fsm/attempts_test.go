@@ -272,3 +272,57 @@ func TestDefaultRetryPolicyRetriesWithBackoff(t *testing.T) {
 	}
 	h.wantRun("r", domain.RunFailed)
 }
+
+// A new leader's first command (NewTerm) gives every unacknowledged lease a
+// fresh lease period from the term's start: its claim's answer may have
+// been lost with the old leader, and the worker's re-sent claim needs an
+// election and its client's patience to arrive. An acknowledged lease, and
+// one whose period is already longer, is left as it is; the re-sent claim
+// then still finds the lease, and the reaper expires it only a full period
+// after the term began.
+func TestNewTermRenewsUnacknowledgedLeases(t *testing.T) {
+	h := newSem(t)
+	h.submit("r", `{"tasks":[{"key":"lost","type":"t","lease_ms":1500},{"key":"held","type":"t","lease_ms":1500},{"key":"fresh","type":"t","lease_ms":1500}]}`)
+	lost := h.claimOne("w1")
+	held := h.claimOne("w2")
+	h.now += 900
+	if !h.heartbeat(held) {
+		t.Fatal("heartbeat refused")
+	}
+	fresh := h.claimOne("w3")
+	heldUntil := h.task("r", held.TaskKey).LeaseExpiresAt
+	freshUntil := h.task("r", fresh.TaskKey).LeaseExpiresAt
+	h.now += 300 // the election: a new leader's term starts
+	term := h.now
+	if res := h.ok(&NewTerm{Leader: "n2"}).(*CountResult); res.Count != 2 || res.More {
+		t.Fatalf("renewed %+v, want the 2 unacknowledged leases", res)
+	}
+	if got := h.task("r", lost.TaskKey).LeaseExpiresAt; got != term+1500 {
+		t.Fatalf("unacknowledged lease ends at %d, want %d (a full period from the term)", got, term+1500)
+	}
+	if got := h.task("r", fresh.TaskKey).LeaseExpiresAt; got != term+1500 || got <= freshUntil {
+		t.Fatalf("fresh unacknowledged lease ends at %d, want %d", got, term+1500)
+	}
+	if got := h.task("r", held.TaskKey).LeaseExpiresAt; got != heldUntil {
+		t.Fatalf("acknowledged lease moved to %d from %d", got, heldUntil)
+	}
+	// Past the old expiry the reaper leaves it; a full period after the
+	// term it expires (without spending an attempt).
+	h.now = lost.LeaseExpiresAt + 1
+	if !h.heartbeat(held) { // held's worker keeps it past the next reap
+		t.Fatal("heartbeat refused")
+	}
+	h.reap()
+	if x := h.task("r", lost.TaskKey); x.State != domain.TaskRunning || x.FencingToken != lost.FencingToken {
+		t.Fatalf("reaped before its renewed end: %+v", x)
+	}
+	h.now = term + 1500
+	h.reap()
+	if x := h.task("r", lost.TaskKey); x.State != domain.TaskReady || x.Attempt != 0 {
+		t.Fatalf("after the renewed end: state %s attempt %d, want ready without a spent attempt", x.State, x.Attempt)
+	}
+	// With nothing unacknowledged, a term renews nothing.
+	if res := h.ok(&NewTerm{}).(*CountResult); res.Count != 0 {
+		t.Fatalf("a second term renewed %d", res.Count)
+	}
+}

@@ -293,6 +293,8 @@ func Decode(buf []byte) (Command, error) {
 		c = &Fail{}
 	case MsgReap:
 		c = &Reap{}
+	case MsgNewTerm:
+		c = &NewTerm{}
 	case MsgTick:
 		c = &Tick{}
 	case MsgCancelRun, MsgInterrupt, MsgResume, MsgRevert:

@@ -364,6 +364,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyFail(c)
 	case *Reap:
 		return a.applyReap(c)
+	case *NewTerm:
+		return a.applyNewTerm(c)
 	case *Tick:
 		return a.applyTick(c)
 	case *RunVerb:

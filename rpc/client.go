@@ -325,8 +325,14 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 
 // claimPatience is how long past its wait a task.claim may go unanswered
 // before the client takes its agent for stuck (an agent answers by the
-// wait plus well under a second: its margin for a claim entry in flight).
-const claimPatience = 2 * time.Second
+// wait plus its 500 ms margin for a claim entry in flight). It is short
+// because a lease granted just before its leader froze waits for the
+// re-send: the new leader renews it for one lease period from its term's
+// start (fsm/apply_term.go), and the re-send must arrive inside that
+// period; with 2 s, a 1.5 s lease sometimes expired first. Leaving a slow
+// but healthy agent early costs a reconnect, nothing more: the re-sent
+// claim carries the same request id.
+const claimPatience = time.Second
 
 // patience bounds one try of a call (0: only the caller's context does).
 // A claim's try ends at its wait plus claimPatience: an agent that was
