@@ -278,6 +278,7 @@ func (p *leaderProxy) forward(ctx, epoch context.Context, addr, method string, p
 // in time. (A function, not a method: Go methods take no type parameters.)
 func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params any, local func(context.Context) (R, error)) (R, error) {
 	var zero R
+	lostMidCall := false // a forward was out when leadership changed
 	for {
 		if p.node.IsLeader() || isForwarded(ctx) {
 			// A new leader first applies what earlier terms committed, so
@@ -299,6 +300,17 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 			// We lead according to raft but local said no: leadership is
 			// changing. Wait for it to settle.
 		case id == "" || addr == "":
+			if lostMidCall && exclusiveForward(ctx) {
+				// A long poll (a claim) whose leader was lost while it was
+				// out: the leader may have leased tasks to it whose answer
+				// cannot reach us. Say so now rather than at the end of
+				// the wait, so the worker re-sends its request id through
+				// an agent that reaches the leader while those leases hold
+				// (a cut-off agent learns of the loss within a heartbeat
+				// timeout; a wait can be 30 s, a lease 1.5 s).
+				return zero, &domain.UnavailableError{Reason: "this agent lost the leader while the " + method +
+					" was out; its outcome is unknown: re-send it (same request id) through another agent", RetryAfter: 50 * time.Millisecond}
+			}
 		default:
 			var out R
 			err := p.forward(ctx, epoch, addr, method, params, &out)
@@ -311,6 +323,7 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 				// whoever leads now, at once (every forwarded method is
 				// repeat-safe: by id, nonce, request id or fencing token).
 				p.log.Debug("leadership changed during a forward; re-routing", "method", method, "from", id)
+				lostMidCall = true
 				continue
 			}
 			if !errors.Is(err, domain.ErrUnavailable) && !errors.Is(err, rpc.ErrClosed) {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
@@ -85,5 +89,121 @@ func TestForwardedCallCarriesItsCallersRoles(t *testing.T) {
 	if err := conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodTaskHeartbeat, Params: rpc.HeartbeatParams{TaskID: "r/a", FencingToken: 1},
 		For: &forwardOrigin{UID: 65534, GID: 65534, PID: 1, Roles: rpc.RoleWorker}}, &out); errors.As(err, &re) && re.Code == rpc.CodePermissionDenied {
 		t.Fatalf("a worker's forwarded heartbeat was refused: %v", err)
+	}
+}
+
+// fakeLeadership is a follower whose leader is at addr until lose is
+// called: then no node leads (an agent cut off from the leader, or an
+// election in progress).
+type fakeLeadership struct {
+	leadership // unused methods panic
+	mu         sync.Mutex
+	addr       string
+	epoch      context.Context
+	end        context.CancelFunc
+}
+
+func newFakeLeadership(addr string) *fakeLeadership {
+	f := &fakeLeadership{addr: addr}
+	f.epoch, f.end = context.WithCancel(context.Background())
+	return f
+}
+
+func (f *fakeLeadership) IsLeader() bool { return false }
+func (f *fakeLeadership) Leader() (string, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.addr == "" {
+		return "", ""
+	}
+	return "n1", f.addr
+}
+func (f *fakeLeadership) NodeMeta(string) map[string]string { return map[string]string{"forward": f.addr} }
+func (f *fakeLeadership) LeaderEpoch() context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epoch
+}
+func (f *fakeLeadership) WaitLeaderChange(ctx context.Context, max time.Duration) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+func (f *fakeLeadership) Servers() []cluster.PeerStatus { return nil }
+
+func (f *fakeLeadership) lose() {
+	f.mu.Lock()
+	f.addr = ""
+	end := f.end
+	f.epoch, f.end = context.WithCancel(context.Background())
+	f.mu.Unlock()
+	end()
+}
+
+// A claim forwarded to a leader that this agent then loses (the leader
+// took the claim and may have leased tasks to it, but cannot answer) is
+// answered -32004 as soon as the loss is seen, not at the end of its
+// wait: the worker re-sends its request id through an agent that reaches
+// the leader while those leases still hold. Other forwarded writes keep
+// waiting for a leader within their budget.
+func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan net.Conn, 8)
+	go func() { // a leader that takes calls and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			got <- c
+		}
+	}()
+	defer func() {
+		for len(got) > 0 {
+			(<-got).Close()
+		}
+	}()
+	for _, tc := range []struct {
+		name     string
+		longPoll bool
+	}{{"claim", true}, {"submit", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := newFakeLeadership(ln.Addr().String())
+			p := newLeaderProxy("n2", node, nil, slog.New(slog.DiscardHandler))
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if tc.longPoll {
+				ctx = withExclusiveForward(ctx)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := onLeader(ctx, p, "task.claim", map[string]any{"worker_id": "w"}, func(context.Context) (rpc.ClaimResult, error) {
+					return rpc.ClaimResult{}, errors.New("ran locally on a follower")
+				})
+				done <- err
+			}()
+			c := <-got // the call is out at the leader
+			defer c.Close()
+			node.lose()
+			lostAt := time.Now()
+			err := <-done
+			took := time.Since(lostAt)
+			if !errors.Is(err, domain.ErrUnavailable) {
+				t.Fatalf("answered %v, want -32004", err)
+			}
+			if tc.longPoll && took > time.Second {
+				t.Fatalf("the claim answered %v after the leader was lost, at the end of its wait", took)
+			}
+			if !tc.longPoll && took < 2*time.Second {
+				t.Fatalf("a forwarded write gave up %v after the leader was lost; it should wait for a new one within its budget", took)
+			}
+		})
 	}
 }
