@@ -118,7 +118,11 @@ func (f *fakeLeadership) Leader() (string, string) {
 	}
 	return "n1", f.addr
 }
-func (f *fakeLeadership) NodeMeta(string) map[string]string { return map[string]string{"forward": f.addr} }
+func (f *fakeLeadership) NodeMeta(string) map[string]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return map[string]string{"forward": f.addr}
+}
 func (f *fakeLeadership) LeaderEpoch() context.Context {
 	f.mu.Lock()
 	defer f.mu.Unlock()
