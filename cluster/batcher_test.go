@@ -77,13 +77,7 @@ func TestWaitingClaimRidesWithTheSubmit(t *testing.T) {
 		got, err := l.Claim(ctx, fsm.Waiter{WorkerID: "w", Max: 1}, time.Second)
 		ch <- out{got, err}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for l.WaitingClaims() != 1 { // no event marks a claim as registered
-		if time.Now().After(deadline) {
-			t.Fatal("the claim was never held")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitHeld(t, l, 1)
 	res, idx, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)})
 	if err != nil || !res.(*fsm.SubmitResult).Created {
 		t.Fatalf("submit: %v %v", res, err)
@@ -160,13 +154,7 @@ func TestClaimEntryCarriesOnlyTheWaitersItCanServe(t *testing.T) {
 			got <- tasks
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.WaitingClaims() != waiters { // no event marks a claim as registered
-		if time.Now().After(deadline) {
-			t.Fatal("the claims were never held")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitHeld(t, l, waiters)
 	_, idx, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)})
 	if err != nil {
 		t.Fatal(err)

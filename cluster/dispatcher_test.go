@@ -10,6 +10,32 @@ import (
 	"github.com/flowd/flowd/fsm/domain"
 )
 
+// oneNodeLeader starts a one-node test cluster and returns its leader once
+// it serves, with a context for the test's calls.
+func oneNodeLeader(t *testing.T, timeout time.Duration) (*Node, context.Context) {
+	t.Helper()
+	l := NewTestCluster(t, 1, nil).Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	if err := l.WaitLeaderReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return l, ctx
+}
+
+// waitHeld waits until l holds n long-polling claims (no event marks a
+// claim as registered, so it polls).
+func waitHeld(t *testing.T, l *Node, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for l.WaitingClaims() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d claims held, want %d", l.WaitingClaims(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A claim that stopped waiting while its entry was in flight (its caller
 // was answered -32004, outcome unknown) leased a task under its request id.
 // The worker re-sends that request id; it must get that lease, whether the
@@ -26,13 +52,7 @@ func TestResentClaimGetsTheLeaseItsFirstDeliveryGaveUpOn(t *testing.T) {
 		heldFirst bool
 	}{{"settled-before-resend", false}, {"settles-while-resend-waits", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewTestCluster(t, 1, nil)
-			l := c.Leader()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := l.WaitLeaderReady(ctx); err != nil {
-				t.Fatal(err)
-			}
+			l, ctx := oneNodeLeader(t, 30*time.Second)
 			_, idx, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)})
 			if err != nil {
 				t.Fatal(err)
@@ -80,13 +100,7 @@ func TestResentClaimGetsTheLeaseItsFirstDeliveryGaveUpOn(t *testing.T) {
 			}
 			if tc.heldFirst {
 				resend()
-				deadline := time.Now().Add(5 * time.Second)
-				for l.WaitingClaims() != 2 { // no event marks a claim as registered
-					if time.Now().After(deadline) {
-						t.Fatal("the re-sent claim was never held")
-					}
-					time.Sleep(time.Millisecond)
-				}
+				waitHeld(t, l, 2)
 				close(gate)
 			} else {
 				close(gate)
@@ -129,13 +143,7 @@ func TestResentClaimGetsTheLeaseItsFirstDeliveryGaveUpOn(t *testing.T) {
 // for ready work the lease took, answered nothing, and the worker forgot
 // the request id.
 func TestDuplicateHeldClaimsShareTheirLease(t *testing.T) {
-	c := NewTestCluster(t, 1, nil)
-	l := c.Leader()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := l.WaitLeaderReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l, ctx := oneNodeLeader(t, 30*time.Second)
 	w := fsm.Waiter{WorkerID: "w", Max: 1, RequestID: "req-1"}
 	type outcome struct {
 		tasks []fsm.Claimed
@@ -150,13 +158,7 @@ func TestDuplicateHeldClaimsShareTheirLease(t *testing.T) {
 			got <- outcome{tasks, err}
 		}()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.WaitingClaims() != 2 { // no event marks a claim as registered
-		if time.Now().After(deadline) {
-			t.Fatal("the claims were never held")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitHeld(t, l, 2)
 	// One ready task: the submit's entry claims it for one waiter only.
 	if _, _, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r", Spec: mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)}); err != nil {
 		t.Fatal(err)

@@ -17,13 +17,7 @@ import (
 // sleeps until the refill time in between), so the log grows by about one
 // entry per lease, not by a loop of empty claims.
 func TestRateLimitedBacklogProposesNoEmptyClaims(t *testing.T) {
-	c := NewTestCluster(t, 1, nil)
-	l := c.Leader()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := l.WaitLeaderReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l, ctx := oneNodeLeader(t, 20*time.Second)
 	if _, _, err := l.Propose(ctx, &fsm.RateLimitSet{Queue: "q", RateMilli: 20_000}); err != nil {
 		t.Fatal(err)
 	}
