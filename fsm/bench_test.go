@@ -272,6 +272,7 @@ func BenchmarkReopenRetained(b *testing.B) {
 	}
 	b.ResetTimer()
 	var labelsAfter time.Duration // from the start of the open to the label index built
+	var heapMB, rssMB float64
 	for range b.N {
 		start := time.Now()
 		bs, err := OpenBadger(dir, BadgerOptions{})
@@ -285,9 +286,18 @@ func BenchmarkReopenRetained(b *testing.B) {
 		b.StopTimer()
 		<-idx.labelsReady()
 		labelsAfter += time.Since(start)
+		// What the open state holds in memory: the Go heap (derived
+		// indexes, caches) after a collection, and the process's RSS.
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heapMB = float64(ms.HeapInuse) / (1 << 20)
+		rssMB = selfRSSMB()
 		idx.Close()
 		b.StartTimer()
 	}
+	b.ReportMetric(heapMB, "MB-heap-open")
+	b.ReportMetric(rssMB, "MB-rss-open")
 	b.ReportMetric(labelsAfter.Seconds()/float64(b.N), "s-labels-ready")
 	b.ReportMetric(float64(n), "tasks")
 	b.ReportMetric(float64(nl), "labels/run")
@@ -458,4 +468,21 @@ func BenchmarkLabelIndexBytes(b *testing.B) {
 		release()
 	}
 	b.ReportMetric(perLabel, "B/label")
+}
+
+// selfRSSMB is this process's resident set (VmRSS), in MB; 0 where /proc
+// is not there.
+func selfRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb float64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb / 1024
+		}
+	}
+	return 0
 }
