@@ -55,7 +55,7 @@ func (a *applier) indexTask(r *Run, t *Task) {
 	if t.Indexed || !a.dispatchable(r, t) {
 		return
 	}
-	must(a.tx.Set(a.readyKeyOf(t), []byte{}))
+	a.setFresh(a.readyKeyOf(t), []byte{})
 	t.Indexed = true
 	q := a.queue(t.Queue)
 	q.Ready++
@@ -70,7 +70,7 @@ func (a *applier) unindexTask(t *Task) {
 	if !t.Indexed {
 		return
 	}
-	a.del(a.readyKeyOf(t))
+	a.delFresh(a.readyKeyOf(t))
 	t.Indexed = false
 	q := a.queue(t.Queue)
 	q.Ready--
@@ -99,12 +99,12 @@ func (a *applier) grantLease(t *Task, worker, req string, comp bool, n int) {
 	t.FencingToken = a.index
 	t.LeaseOwner, t.LeaseRequest = worker, req
 	if req != "" {
-		must(a.tx.Set(claimReqKey(worker, req, t.ID()), []byte{}))
+		a.setFresh(claimReqKey(worker, req, t.ID()), []byte{})
 	}
 	t.LeaseExpiresAt = a.leaseEnd(t)
 	t.Attempts = append(t.Attempts, Attempt{N: n, Worker: worker, Token: a.index, ClaimedAt: a.now,
 		Outcome: OutcomeRunning, Compensation: comp})
-	must(a.tx.Set(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{}))
+	a.setFresh(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{})
 	a.queue(t.Queue).Running++
 }
 
@@ -118,9 +118,9 @@ type endedAttempt struct {
 // endLease releases t's lease and closes its current attempt.
 func (a *applier) endLease(t *Task, outcome, errMsg string) {
 	if t.LeaseExpiresAt != 0 {
-		a.del(leaseKey(t.LeaseExpiresAt, t.ID()))
+		a.delFresh(leaseKey(t.LeaseExpiresAt, t.ID()))
 		if t.LeaseRequest != "" {
-			a.del(claimReqKey(t.LeaseOwner, t.LeaseRequest, t.ID()))
+			a.delFresh(claimReqKey(t.LeaseOwner, t.LeaseRequest, t.ID()))
 		}
 		a.queue(t.Queue).Running--
 	}
@@ -141,9 +141,9 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 
 // extendLease moves t's lease expiry to now + lease.
 func (a *applier) extendLease(t *Task) {
-	a.del(leaseKey(t.LeaseExpiresAt, t.ID()))
+	a.delFresh(leaseKey(t.LeaseExpiresAt, t.ID()))
 	t.LeaseExpiresAt = a.leaseEnd(t)
-	must(a.tx.Set(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{}))
+	a.setFresh(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{})
 }
 
 // queueNames lists every queue the cluster has seen, in order.

@@ -109,23 +109,45 @@ func (o *overlay) setOwned(key, val []byte) {
 }
 
 func (o *overlay) SetNew(key, val []byte) error {
-	if val == nil {
-		val = []byte{}
-	}
-	o.put(item{key: bytes.Clone(key), val: val, born: true}, len(key)+len(val)+16)
+	o.setNewOwned(bytes.Clone(key), val)
 	return nil
 }
 
+// setNewOwned is SetNew for a key the caller hands over (see setOwned).
+func (o *overlay) setNewOwned(key, val []byte) {
+	if val == nil {
+		val = []byte{}
+	}
+	o.put(item{key: key, val: val, born: true}, len(key)+len(val)+16)
+}
+
 func (o *overlay) Delete(key []byte) error {
-	if it, ok := o.items.Get(item{key: key}); ok && it.born {
-		o.items.Delete(it)
-		if o.journaling {
-			o.undo = append(o.undo, undoRec{prev: it, key: it.key})
-		}
+	if o.dropBorn(key) {
 		return nil
 	}
 	o.put(item{key: bytes.Clone(key)}, len(key)+16)
 	return nil
+}
+
+// deleteOwned is Delete for a key the caller hands over (see setOwned).
+func (o *overlay) deleteOwned(key []byte) {
+	if !o.dropBorn(key) {
+		o.put(item{key: key}, len(key)+16)
+	}
+}
+
+// dropBorn removes key if it was born in this overlay (absent below: no
+// tombstone needed) and reports whether it did.
+func (o *overlay) dropBorn(key []byte) bool {
+	it, ok := o.items.Get(item{key: key})
+	if !ok || !it.born {
+		return false
+	}
+	o.items.Delete(it)
+	if o.journaling {
+		o.undo = append(o.undo, undoRec{prev: it, key: it.key})
+	}
+	return true
 }
 
 func (o *overlay) put(it item, n int) {

@@ -45,6 +45,20 @@ func (a *applier) put(key []byte, v any) {
 
 func (a *applier) del(key []byte) { must(a.tx.Delete(key)) }
 
+// setFresh and delFresh write or delete under a key built for this call
+// (the xxxKey builders) and not used after it: the write buffer keeps it
+// instead of a copy. Keys from a scan or a caller's buffer go through
+// tx.Set and del, which copy.
+func (a *applier) setFresh(key, val []byte) { a.setOwned(key, val) }
+
+func (a *applier) delFresh(key []byte) {
+	if o, ok := a.tx.(*overlay); ok {
+		o.deleteOwned(key)
+		return
+	}
+	must(a.tx.Delete(key))
+}
+
 // cacheEntry is one loaded record and its encoding at load time.
 type cacheEntry struct {
 	key     []byte
@@ -72,6 +86,28 @@ func (c *cache) add(key []byte, v any, orig []byte) *cacheEntry {
 	c.m[k] = e
 	c.order = append(c.order, k)
 	return e
+}
+
+// cached returns the entry cached under the key prefix+a+sep+b, built in a
+// stack buffer: a hit (most lookups: a command reads a run, its tasks and
+// their queue several times) allocates no key.
+func (c *cache) cached(prefix []byte, a, sep, b string) (*cacheEntry, bool) {
+	if c.m == nil {
+		return nil, false
+	}
+	var buf [160]byte
+	k := append(buf[:0], prefix...)
+	k = append(append(append(k, a...), sep...), b...)
+	e, ok := c.m[string(k)]
+	return e, ok
+}
+
+// live is a cached entry's record, nil if the entry says it is gone.
+func live[T any](e *cacheEntry) *T {
+	if e.deleted || e.v == nil {
+		return nil
+	}
+	return e.v.(*T)
 }
 
 // reset empties c, keeping its map and order for the entry's next command
@@ -208,11 +244,19 @@ func (a *applier) flush() {
 	}
 }
 
-func (a *applier) loadRun(id string) *Run { return load[Run](a, &a.runs, runKey(id)) }
+func (a *applier) loadRun(id string) *Run {
+	if e, ok := a.runs.cached(pfxRun, id, "", ""); ok {
+		return live[Run](e)
+	}
+	return load[Run](a, &a.runs, runKey(id))
+}
 
 func (a *applier) newRun(r *Run) { a.runs.add(runKey(r.ID), r, nil) }
 
 func (a *applier) loadTask(runID, key string) *Task {
+	if e, ok := a.taskCache.cached(pfxTask, runID, "/", key); ok {
+		return live[Task](e)
+	}
 	return load[Task](a, &a.taskCache, taskKey(runID, key))
 }
 
@@ -305,6 +349,9 @@ func (a *applier) getCounters() *Counters {
 }
 
 func (a *applier) queue(name string) *QueueState {
+	if e, ok := a.queues.cached(pfxQueue, name, "", ""); ok && !e.deleted && e.v != nil {
+		return e.v.(*QueueState)
+	}
 	if q := load[QueueState](a, &a.queues, queueKey(name)); q != nil {
 		return q
 	}
@@ -314,6 +361,9 @@ func (a *applier) queue(name string) *QueueState {
 }
 
 func (a *applier) breaker(typ string) *Breaker {
+	if e, ok := a.breakers.cached(pfxBreaker, typ, "", ""); ok && !e.deleted && e.v != nil {
+		return e.v.(*Breaker)
+	}
 	if b := load[Breaker](a, &a.breakers, breakerKey(typ)); b != nil {
 		return b
 	}
@@ -427,15 +477,15 @@ func activeRun(s domain.RunState) bool {
 func (a *applier) setRunState(r *Run, to domain.RunState) {
 	from := r.State
 	if from != "" {
-		a.del(runStateKey(string(from), r.ID))
+		a.delFresh(runStateKey(string(from), r.ID))
 	}
 	r.State = to
 	if o, ok := a.tx.(*overlay); ok && from == "" {
 		// A run created in this entry: its first state key is new, so
 		// leaving pending at once (admitted) writes no tombstone.
-		must(o.SetNew(runStateKey(string(to), r.ID), []byte{}))
+		o.setNewOwned(runStateKey(string(to), r.ID), []byte{})
 	} else {
-		must(a.tx.Set(runStateKey(string(to), r.ID), []byte{}))
+		a.setFresh(runStateKey(string(to), r.ID), []byte{})
 	}
 	c := a.getCounters()
 	if activeRun(from) && !activeRun(to) {
