@@ -51,8 +51,12 @@ func TestRateLimitedBacklogProposesNoEmptyClaims(t *testing.T) {
 	wg.Wait()
 	entries := l.FSM().AppliedIndex() - start
 	n := leased.Load()
-	if n < 20 || n > 31 { // 20/s for 1.5 s, burst 1: at most 30 (+1 at the edges)
-		t.Fatalf("%d leases in %v at 20/s", n, run)
+	// 20/s for 1.5 s, burst 1: at most 30 (+1 at the edges). No lower bound
+	// beyond a refill: on a loaded box (CI runs packages side by side
+	// under -race) a raft round can take longer than a token's 50 ms, and
+	// this test is about what is proposed, not how fast.
+	if n < 2 || n > 31 {
+		t.Fatalf("%d leases in %v at 20/s, want 2..31", n, run)
 	}
 	if entries > uint64(n)+3 {
 		t.Fatalf("%d entries for %d leases: claims were proposed for an empty bucket", entries, n)
