@@ -181,8 +181,9 @@ func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			node := newFakeLeadership(ln.Addr().String())
 			p := newLeaderProxy("n2", node, nil, slog.New(slog.DiscardHandler))
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			deadline, _ := ctx.Deadline()
 			if tc.longPoll {
 				ctx = withExclusiveForward(ctx)
 			}
@@ -196,17 +197,16 @@ func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
 			c := <-got // the call is out at the leader
 			defer c.Close()
 			node.lose()
-			lostAt := time.Now()
 			err := <-done
-			took := time.Since(lostAt)
+			left := time.Until(deadline)
 			if !errors.Is(err, domain.ErrUnavailable) {
 				t.Fatalf("answered %v, want -32004", err)
 			}
-			if tc.longPoll && took > time.Second {
-				t.Fatalf("the claim answered %v after the leader was lost, at the end of its wait", took)
+			if tc.longPoll && left < 2500*time.Millisecond {
+				t.Fatalf("the claim answered %v before the end of its budget: it waited instead of answering when the leader was lost", left)
 			}
-			if !tc.longPoll && took < 2*time.Second {
-				t.Fatalf("a forwarded write gave up %v after the leader was lost; it should wait for a new one within its budget", took)
+			if !tc.longPoll && left > 200*time.Millisecond {
+				t.Fatalf("a forwarded write gave up %v before the end of its budget; it should wait for a new leader until then", left)
 			}
 		})
 	}
