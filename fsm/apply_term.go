@@ -21,8 +21,9 @@ const MsgNewTerm MsgType = 60
 
 func init() { msgNames[MsgNewTerm] = "new_term" }
 
-// NewTerm renews up to Limit (0: 1000) unacknowledged leases; More in its
-// CountResult asks for another.
+// NewTerm renews up to Limit (0: 1000) unacknowledged leases, and stops
+// early at half the entry write limit (a running task's record holds its
+// input, up to 1 MiB); More in its CountResult asks for another.
 type NewTerm struct {
 	Stamped
 	Leader string `json:"leader,omitempty"`
@@ -42,16 +43,18 @@ func (a *applier) applyNewTerm(c *NewTerm) any {
 		return true
 	}))
 	res := &CountResult{}
+	written := 0 // the renewed records, rewritten when the command ends
 	for _, id := range ids {
 		t := a.loadTaskByID(id)
 		if t == nil || !t.Leased() || t.acked() || a.leaseEnd(t) <= t.LeaseExpiresAt {
 			continue
 		}
-		if res.Count == limit {
-			res.More = true
+		if res.Count == limit || written > MaxEntryWriteBytes/2 {
+			res.More = true // the rest in the leader's next NewTerm
 			break
 		}
 		a.extendLease(t)
+		written += t.Msgsize()
 		res.Count++
 	}
 	return res

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -324,5 +325,45 @@ func TestNewTermRenewsUnacknowledgedLeases(t *testing.T) {
 	// With nothing unacknowledged, a term renews nothing.
 	if res := h.ok(&NewTerm{}).(*CountResult); res.Count != 0 {
 		t.Fatalf("a second term renewed %d", res.Count)
+	}
+}
+
+// A term with many unacknowledged leases of large tasks (a running task's
+// record holds its input) renews them over several NewTerm commands, each
+// within the entry write limit, instead of one entry too large to apply.
+func TestNewTermSplitsLargeRenewals(t *testing.T) {
+	h := newSem(t)
+	big := `"` + strings.Repeat("x", 900<<10) + `"`
+	const n = 12
+	for i := range n {
+		h.submit(fmt.Sprint("r", i), `{"tasks":[{"key":"x","type":"t","lease_ms":1500,"input":`+big+`}]}`)
+	}
+	for range n {
+		h.claimOne("w")
+	}
+	h.now += 500
+	renewed, commands := 0, 0
+	for {
+		res := h.apply(&NewTerm{})
+		cr, ok := res.(*CountResult)
+		if !ok {
+			t.Fatalf("NewTerm answered %v", res)
+		}
+		renewed += cr.Count
+		commands++
+		if !cr.More {
+			break
+		}
+		if cr.Count == 0 || commands > n {
+			t.Fatalf("no progress: %+v after %d commands", cr, commands)
+		}
+	}
+	if renewed != n || commands < 2 {
+		t.Fatalf("renewed %d leases in %d commands, want %d in several", renewed, commands, n)
+	}
+	for i := range n {
+		if x := h.task(fmt.Sprint("r", i), "x"); x.LeaseExpiresAt != h.now+1500 {
+			t.Fatalf("r%d lease ends at %d, want %d", i, x.LeaseExpiresAt, h.now+1500)
+		}
 	}
 }
