@@ -2,9 +2,7 @@ package daemon
 
 import (
 	"math"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flowd/flowd/fsm/domain"
 )
@@ -46,21 +44,14 @@ func checkLabels(labels map[string]string) error {
 		if len(v) > MaxLabelValueBytes {
 			return invalid("label %q: value of %d bytes exceeds the limit of %d", truncate(k, 40), len(v), MaxLabelValueBytes)
 		}
-		if !cleanText(k) {
+		if !domain.CleanText(k) {
 			return invalid("label key %q must be UTF-8 without NUL or control characters", truncate(k, 40))
 		}
-		if !cleanText(v) {
+		if !domain.CleanText(v) {
 			return invalid("label %q: the value must be UTF-8 without NUL or control characters", truncate(k, 40))
 		}
 	}
 	return nil
-}
-
-func cleanText(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	return strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
 }
 
 func truncate(s string, n int) string {

@@ -145,26 +145,33 @@ func parseTerm(r string) (SelectorTerm, error) {
 	default:
 		t = SelectorTerm{Op: SelExists, Key: r}
 	}
-	switch {
-	case t.Key == "":
+	if t.Key == "" {
 		return t, selectorError("empty key; write k=v, k==v, k!=v, k or !k")
-	case len(t.Key) > MaxLabelKeyBytes:
-		return t, selectorError(fmt.Sprintf("key of %d bytes exceeds the label key limit of %d", len(t.Key), MaxLabelKeyBytes))
-	case strings.ContainsAny(t.Key, "=!"):
-		return t, selectorError("the key holds '=' or '!'; write k=v, k==v, k!=v, k or !k")
-	case !cleanSelectorText(t.Key):
-		return t, selectorError("the key must be UTF-8 without NUL or control characters")
-	case len(t.Value) > MaxLabelValueBytes:
-		return t, selectorError(fmt.Sprintf("value of %d bytes exceeds the label value limit of %d", len(t.Value), MaxLabelValueBytes))
-	case strings.ContainsAny(t.Value, "=!"):
-		return t, selectorError("the value holds '=' or '!'; match such a value with the labels parameter")
-	case !cleanSelectorText(t.Value):
-		return t, selectorError("the value must be UTF-8 without NUL or control characters")
 	}
-	return t, nil
+	if err := checkSelectorText("key", t.Key, MaxLabelKeyBytes, "write k=v, k==v, k!=v, k or !k"); err != nil {
+		return t, err
+	}
+	return t, checkSelectorText("value", t.Value, MaxLabelValueBytes, "match such a value with the labels parameter")
 }
 
-func cleanSelectorText(s string) bool {
+// checkSelectorText checks a selector term's key or value (what) against
+// the label limit, the operators it may not hold (hint says what to do
+// instead) and CleanText.
+func checkSelectorText(what, s string, limit int, hint string) error {
+	switch {
+	case len(s) > limit:
+		return selectorError(fmt.Sprintf("%s of %d bytes exceeds the label %s limit of %d", what, len(s), what, limit))
+	case strings.ContainsAny(s, "=!"):
+		return selectorError(fmt.Sprintf("the %s holds '=' or '!'; %s", what, hint))
+	case !CleanText(s):
+		return selectorError(fmt.Sprintf("the %s must be UTF-8 without NUL or control characters", what))
+	}
+	return nil
+}
+
+// CleanText reports whether s is valid UTF-8 without NUL or other control
+// characters: what a label key or value (and a selector's) may hold.
+func CleanText(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
