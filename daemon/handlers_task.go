@@ -118,32 +118,16 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID, a.prop.LeaderEpoch())
 		defer a.workers.doneWaiting(p.WorkerID)
-		// A re-sent claim whose first delivery leased tasks gets them back
-		// at once (the state machine would answer the same if proposed).
-		got, err := a.state.ClaimedBy(p.WorkerID, p.RequestID)
-		if err != nil {
-			return rpc.ClaimResult{}, err
-		}
-		switch {
-		case len(got) > 0: // re-sent: its leases, nothing proposed
-		case wait <= 0:
-			// No wait: one claim entry if anything is ready, else nothing.
-			if !a.state.HasReady(w, max(time.Now().UnixMilli(), a.state.Now())) {
-				return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, nil
-			}
-			res, idx, err := propose[fsm.ClaimResult](ctx, a.prop, &fsm.Claim{Waiters: []fsm.Waiter{w}}, grouped)
-			if err != nil {
-				return rpc.ClaimResult{}, err
-			}
-			if len(res.Assigned) != 1 {
-				return rpc.ClaimResult{}, fmt.Errorf("%w: the claim at index %d answered for %d waiters, want 1", ErrUnexpectedResult, idx, len(res.Assigned))
-			}
-			got = res.Assigned[0]
-		default:
-			var err error
+		var got []fsm.Claimed
+		var err error
+		if wait > 0 {
+			// The dispatcher answers a re-sent request id from state, or
+			// with the leases a held earlier delivery gets.
 			if got, err = a.prop.Claim(waitCtx, w, waitMargin/2); err != nil {
 				return rpc.ClaimResult{}, err
 			}
+		} else if got, err = a.claimReady(ctx, w); err != nil {
+			return rpc.ClaimResult{}, err
 		}
 		out := rpc.ClaimResult{Tasks: make([]rpc.Claimed, 0, len(got))}
 		ids := make([]string, 0, len(got))
@@ -161,6 +145,27 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 		return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, true, nil
 	}
 	return res, err != nil && (errors.Is(err, domain.ErrUnavailable) || errors.Is(err, rpc.ErrClosed) || ctx.Err() != nil), err
+}
+
+// claimReady is a claim without a wait: a re-sent request id gets the
+// leases its first delivery made (nothing proposed), otherwise one claim
+// entry if anything is ready, else nothing.
+func (a *Agent) claimReady(ctx context.Context, w fsm.Waiter) ([]fsm.Claimed, error) {
+	got, err := a.state.ClaimedBy(w.WorkerID, w.RequestID)
+	if err != nil || len(got) > 0 {
+		return got, err
+	}
+	if !a.state.HasReady(w, max(time.Now().UnixMilli(), a.state.Now())) {
+		return nil, nil
+	}
+	res, idx, err := propose[fsm.ClaimResult](ctx, a.prop, &fsm.Claim{Waiters: []fsm.Waiter{w}}, grouped)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Assigned) != 1 {
+		return nil, fmt.Errorf("%w: the claim at index %d answered for %d waiters, want 1", ErrUnexpectedResult, idx, len(res.Assigned))
+	}
+	return res.Assigned[0], nil
 }
 
 func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.AckResult, error) {

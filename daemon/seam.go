@@ -59,7 +59,8 @@ type proposer interface {
 	ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64, error)
 	// Claim long-polls (on the leader) for up to w.Max tasks until ctx
 	// ends, empty if none came; grace bounds the wait for a claim entry
-	// still in flight when ctx ends.
+	// still in flight when ctx ends. A re-sent request id is answered the
+	// leases it already holds.
 	Claim(ctx context.Context, w fsm.Waiter, grace time.Duration) ([]fsm.Claimed, error)
 	// Barrier waits until every entry committed before it is applied
 	// locally (leader only).
