@@ -46,10 +46,16 @@ func (a *applier) put(key []byte, v any) {
 func (a *applier) del(key []byte) { must(a.tx.Delete(key)) }
 
 // setFresh and delFresh write or delete under a key built for this call
-// (the xxxKey builders) and not used after it: the write buffer keeps it
-// instead of a copy. Keys from a scan or a caller's buffer go through
-// tx.Set and del, which copy.
-func (a *applier) setFresh(key, val []byte) { a.setOwned(key, val) }
+// (the xxxKey builders, a cache entry's key) and not used after it: the
+// write buffer keeps it instead of a copy. Keys from a scan or a caller's
+// buffer go through tx.Set and del, which copy.
+func (a *applier) setFresh(key, val []byte) {
+	if o, ok := a.tx.(*overlay); ok {
+		o.setOwned(key, val)
+		return
+	}
+	must(a.tx.Set(key, val))
+}
 
 func (a *applier) delFresh(key []byte) {
 	if o, ok := a.tx.(*overlay); ok {
@@ -168,17 +174,6 @@ func legacySame(e *cacheEntry, b []byte) bool {
 	return err == nil && bytes.Equal(ob, b)
 }
 
-// setOwned writes a record under the key its cache entry built for it
-// (runKey, taskKey...: fresh, dropped with the cache): the write buffer
-// keeps it instead of a copy.
-func (a *applier) setOwned(key, val []byte) {
-	if o, ok := a.tx.(*overlay); ok {
-		o.setOwned(key, val)
-		return
-	}
-	must(a.tx.Set(key, val))
-}
-
 // encodeLoaded encodes a loaded record at its loaded index, into a.scratch
 // (scratch true: valid until the next call) when it has a MessagePack
 // encoding.
@@ -211,7 +206,7 @@ func (a *applier) flush() {
 			if e.orig == nil {
 				b, err := marshal(e.v)
 				must(err)
-				a.setOwned(e.key, b)
+				a.setFresh(e.key, b)
 				continue
 			}
 			// A MessagePack record's comparison encoding goes to a scratch
@@ -230,7 +225,7 @@ func (a *applier) flush() {
 			case scratch:
 				b = bytes.Clone(b)
 			}
-			a.setOwned(e.key, b)
+			a.setFresh(e.key, b)
 		}
 		c.reset()
 	}
