@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -58,6 +59,13 @@ func TestRateLimitedQueueNeverLeasesFaster(t *testing.T) {
 			defer wg.Done()
 			for wctx.Err() == nil {
 				got, err := cl.Claim(wctx, rpc.ClaimParams{WorkerID: fmt.Sprint("w", i), Queues: []string{"limited"}, Max: 4, WaitMS: 1000})
+				var re *rpc.Error
+				if errors.As(err, &re) && re.Code == rpc.CodeUnavailable && wctx.Err() == nil {
+					// "Did not commit in time; retry" on a loaded box: the
+					// protocol's retryable answer, and the client re-sends
+					// its request id with the next claim, as a worker does.
+					continue
+				}
 				if err != nil {
 					if wctx.Err() == nil {
 						t.Errorf("claimer %d: %v", i, err)
