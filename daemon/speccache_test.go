@@ -35,13 +35,48 @@ func TestSpecCacheAnswersAsParseSpec(t *testing.T) {
 			t.Fatalf("bad spec: %v, want %v", err, want1)
 		}
 	}
-	// A spec with a task input is per-job data: parsed, not kept.
-	withInput := []byte(`{"tasks":[{"key":"a","type":"t","input":{"seq":1}}]}`)
-	if _, err := c.parse(withInput, domain.DefaultLimits); err != nil {
-		t.Fatal(err)
+	// Specs that differ only in their task inputs share one entry (their
+	// shape), and each answer is ParseSpec's, inputs included.
+	before := len(c.m)
+	for i := range 5 {
+		in := `{"seq": ` + strconv.Itoa(i) + `, "pad": "x"}`
+		raw := []byte(`{"name":"q","tasks":[{"key":"a","type":"t","input":` + in + `},{"key":"b","type":"t","deps":["a"],"input":[` + strconv.Itoa(i) + `]}]}`)
+		want, err := domain.ParseSpec(raw, domain.DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.parse(raw, domain.DefaultLimits)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("job %d: cached parse = %+v, %v; want %+v", i, got, err, want)
+		}
+		clear(raw) // the caller's buffer is reused: the spec must not alias it
+		if string(got.Tasks[0].Input) != `{"seq":`+strconv.Itoa(i)+`,"pad":"x"}` {
+			t.Fatalf("job %d: input %s changed with the request buffer", i, got.Tasks[0].Input)
+		}
 	}
-	if _, kept := c.m[string(withInput)]; kept {
-		t.Fatal("a spec carrying a task input was cached")
+	if len(c.m) != before+1 {
+		t.Fatalf("five jobs of one workflow made %d cache entries, want 1", len(c.m)-before)
+	}
+	// A hit whose input is bad gets ParseSpec's report, not the cache's.
+	small := domain.DefaultLimits
+	small.MaxInputBytes = 8
+	for _, raw := range []string{
+		`{"name":"q","tasks":[{"key":"a","type":"t","input":{"seq":tru}},{"key":"b","type":"t","deps":["a"],"input":[1]}]}`,
+		`{"name":"q","tasks":[{"key":"a","type":"t","input":{"seq":1}},{"key":"b","type":"t","deps":["a"],"input":[1,2,3,4,5,6]}]}`,
+	} {
+		lim := domain.DefaultLimits
+		if raw[len(raw)-5] == '6' {
+			lim = small
+			// Warm the cache for these limits first.
+			if _, err := c.parse([]byte(`{"name":"q","tasks":[{"key":"a","type":"t","input":1},{"key":"b","type":"t","deps":["a"],"input":2}]}`), lim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, want := domain.ParseSpec([]byte(raw), lim)
+		_, got := c.parse([]byte(raw), lim)
+		if want == nil || got == nil || got.Error() != want.Error() {
+			t.Fatalf("bad input %s: cached parse said %v, ParseSpec %v", raw, got, want)
+		}
 	}
 	// Bounded.
 	for i := range 3 * specCacheEntries {

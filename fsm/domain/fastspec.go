@@ -44,17 +44,79 @@ func parseSpecFast(raw []byte) (spec Spec, ok bool) {
 	return spec, true
 }
 
+// InputSpan is where one task's input value is in a spec's bytes:
+// raw[Start:End] is the value of tasks[Task].input.
+type InputSpan struct{ Task, Start, End int }
+
+// SpecShape appends to buf the spec raw with every task's input value
+// replaced by null, and returns it with where those values are in raw. A
+// queue workload submits one workflow with a different input per job: the
+// shape is the same for every job, so a parse of the shape can be kept
+// and reused (FillInputs). ok is false when raw is not a spec the fast
+// path reads (ParseSpec decides it then).
+func SpecShape(raw, buf []byte) (shape []byte, inputs []InputSpan, ok bool) {
+	s := keyScan{b: raw, inputs: &inputs}
+	s.space()
+	if !s.members(specFields, func(name []byte) bool {
+		if string(name) == "tasks" {
+			return s.tasks()
+		}
+		return s.skip()
+	}) {
+		return nil, nil, false
+	}
+	if s.space(); s.i != len(s.b) {
+		return nil, nil, false
+	}
+	at := 0
+	for _, in := range inputs {
+		buf = append(append(buf, raw[at:in.Start]...), "null"...)
+		at = in.End
+	}
+	return append(buf, raw[at:]...), inputs, true
+}
+
+// FillInputs returns shape, a spec ParseSpec returned for the shape of raw
+// (SpecShape), with raw's task inputs in it, compacted as ParseSpec
+// compacts them. ok is false when an input is not valid JSON or is over
+// the limit: ParseSpec(raw) reports it. The result shares everything but
+// its task list and inputs with shape.
+func FillInputs(shape Spec, raw []byte, inputs []InputSpan, lim Limits) (Spec, bool) {
+	if len(inputs) == 0 {
+		return shape, true
+	}
+	tasks := make([]TaskSpec, len(shape.Tasks))
+	copy(tasks, shape.Tasks)
+	for _, in := range inputs {
+		v := raw[in.Start:in.End]
+		if string(v) == "null" {
+			continue
+		}
+		var c bytes.Buffer
+		c.Grow(len(v))
+		if in.Task >= len(tasks) || json.Compact(&c, v) != nil || c.Len() > lim.MaxInputBytes {
+			return Spec{}, false // not valid JSON, or over the limit
+		}
+		tasks[in.Task].Input = c.Bytes()
+	}
+	shape.Tasks = tasks
+	return shape, true
+}
+
 // keyScan walks the JSON text b from i.
 type keyScan struct {
 	b []byte
 	i int
+	// inputs, when set, collects where each task's input value is.
+	inputs *[]InputSpan
+	task   int // index of the task being read
 }
 
 func specKeysExact(raw []byte) bool {
 	s := keyScan{b: raw}
 	s.space()
-	if !s.members(specFields, func(name string) bool {
-		if name == "tasks" {
+	if !s.members(specFields, func(name []byte) bool {
+		if string(name) == "tasks" {
 			return s.tasks()
 		}
 		return s.skip()
@@ -79,14 +141,21 @@ func (s *keyScan) tasks() bool {
 	}
 	for {
 		s.space()
-		if !s.members(taskFields, func(name string) bool {
-			if name == "retry" {
+		if !s.members(taskFields, func(name []byte) bool {
+			switch {
+			case string(name) == "retry":
 				return s.retry()
+			case string(name) == "input" && s.inputs != nil:
+				start := s.i
+				ok := s.skip()
+				*s.inputs = append(*s.inputs, InputSpan{Task: s.task, Start: start, End: s.i})
+				return ok
 			}
 			return s.skip()
 		}) {
 			return false
 		}
+		s.task++
 		s.space()
 		if s.byte(']') {
 			return true
@@ -102,16 +171,16 @@ func (s *keyScan) retry() bool {
 	if s.literal("null") {
 		return true
 	}
-	return s.members(retryFields, func(string) bool { return s.skip() })
+	return s.members(retryFields, func([]byte) bool { return s.skip() })
 }
 
 // members reads an object whose names are all in known, each once and
 // without escapes, calling value for each member's value.
-func (s *keyScan) members(known map[string]bool, value func(name string) bool) bool {
+func (s *keyScan) members(known map[string]bool, value func(name []byte) bool) bool {
 	if !s.byte('{') {
 		return false
 	}
-	var seen [16]string
+	var seen [16][]byte
 	n := 0
 	s.space()
 	if s.byte('}') {
@@ -120,11 +189,11 @@ func (s *keyScan) members(known map[string]bool, value func(name string) bool) b
 	for {
 		s.space()
 		name, ok := s.name()
-		if !ok || !known[name] {
+		if !ok || !known[string(name)] {
 			return false
 		}
 		for _, prev := range seen[:n] {
-			if prev == name {
+			if bytes.Equal(prev, name) {
 				return false
 			}
 		}
@@ -151,24 +220,24 @@ func (s *keyScan) members(known map[string]bool, value func(name string) bool) b
 	}
 }
 
-// name reads a member name without escapes.
-func (s *keyScan) name() (string, bool) {
+// name reads a member name without escapes (the bytes are raw's).
+func (s *keyScan) name() ([]byte, bool) {
 	if !s.byte('"') {
-		return "", false
+		return nil, false
 	}
 	start := s.i
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
 		case '"':
-			name := string(s.b[start:s.i])
+			name := s.b[start:s.i]
 			s.i++
 			return name, true
 		case '\\':
-			return "", false
+			return nil, false
 		}
 		s.i++
 	}
-	return "", false
+	return nil, false
 }
 
 // skip steps over one value (objects and arrays with what they hold).

@@ -88,3 +88,54 @@ func BenchmarkParseSpec(b *testing.B) {
 		})
 	}
 }
+
+// A spec served from its shape (SpecShape, then FillInputs on the shape's
+// parse) is ParseSpec's answer for the spec itself, and FillInputs declines
+// exactly when an input would make ParseSpec fail.
+func FuzzSpecShape(f *testing.F) {
+	for _, s := range fastSpecSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"tasks":[{"key":"a","type":"t","input":{"seq":tru}}]}`))
+	f.Add([]byte(`{"tasks":[{"key":"a","type":"t","input":1,"deps":[]},{"key":"b","type":"t","input":[1,  2]}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkSpecShape(t, raw)
+	})
+}
+
+func TestSpecShapeServesWhatParseSpecReturns(t *testing.T) {
+	for _, s := range append(fastSpecSeeds,
+		`{"tasks":[{"key":"a","type":"t","input":{"seq":tru}}]}`,
+		`{"tasks":[{"key":"a","type":"t","input":"x"},{"key":"b","type":"t","input":[1,  2],"deps":["a"]}]}`,
+		`{"tasks":[{"key":"a","type":"t","input":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25]}]}`) {
+		checkSpecShape(t, []byte(s))
+	}
+}
+
+func checkSpecShape(t *testing.T, raw []byte) {
+	lim := DefaultLimits
+	lim.MaxInputBytes = 64
+	shape, inputs, ok := SpecShape(raw, nil)
+	if !ok {
+		return
+	}
+	base, err := ParseSpec(shape, lim)
+	if err != nil {
+		return // not cached
+	}
+	for _, task := range base.Tasks {
+		if task.Input != nil {
+			t.Fatalf("the shape %s kept an input", shape)
+		}
+	}
+	want, werr := ParseSpec(raw, lim)
+	got, ok := FillInputs(base, raw, inputs, lim)
+	switch {
+	case ok && werr != nil:
+		t.Fatalf("%s: served from its shape, but ParseSpec says %v", raw, werr)
+	case !ok && werr == nil:
+		t.Fatalf("%s: declined, but ParseSpec accepts it", raw)
+	case ok && !reflect.DeepEqual(got, want):
+		t.Fatalf("%s: from its shape %+v, ParseSpec %+v", raw, got, want)
+	}
+}

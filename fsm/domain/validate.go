@@ -200,6 +200,74 @@ func ValidateSpec(s Spec, lim Limits) error {
 }
 
 func validateSpec(s Spec, lim Limits) problems {
+	if specValid(s, lim) {
+		return nil
+	}
+	return reportSpec(s, lim)
+}
+
+// specValid is the common case of validateSpec without its report: true
+// only when reportSpec would find nothing (TestSpecValidAgreesWithTheReport
+// checks random specs both ways). A valid spec pays no path strings, maps
+// or closures; a spec it cannot vouch for cheaply (one whose deps point
+// forward, so a cycle is possible, or with many tasks) gets the report,
+// which still finds nothing when it is valid. Every replica validates each
+// submitted spec as it applies it, and the leader once more before
+// proposing: ~6 µs per one-task spec through the report, ~1 µs here.
+func specValid(s Spec, lim Limits) bool {
+	if s.Name != "" && (!ValidKey(s.Name) || len(s.Name) > lim.MaxKeyLen) {
+		return false
+	}
+	switch s.OnFailure {
+	case "", OnFailureFail, OnFailureRevert:
+	default:
+		return false
+	}
+	if len(s.Tasks) == 0 || len(s.Tasks) > lim.MaxTasks || len(s.Tasks) > 16 ||
+		s.DeadlineMS < 0 || s.DeadlineMS > MaxTimeoutMS {
+		return false
+	}
+	name := func(v string) bool { return ValidKey(v) && len(v) <= lim.MaxKeyLen }
+	for i, t := range s.Tasks {
+		if !name(t.Key) || !name(t.Type) ||
+			(t.Queue != "" && !name(t.Queue)) || (t.RevertType != "" && !name(t.RevertType)) {
+			return false
+		}
+		for _, prev := range s.Tasks[:i] {
+			if prev.Key == t.Key {
+				return false
+			}
+		}
+		if len(t.Input) > lim.MaxInputBytes || (t.Input != nil && !json.Valid(t.Input)) {
+			return false
+		}
+		if t.LeaseMS < 0 || t.LeaseMS > lim.MaxLeaseMS || (t.LeaseMS > 0 && t.LeaseMS < 100) {
+			return false
+		}
+		if len(validateTimeouts(t, "", lim)) > 0 {
+			return false
+		}
+		if r := t.Retry; r != nil {
+			if r.MaxAttempts < 0 || r.MaxAttempts > lim.MaxAttempts ||
+				r.InitialBackoffMS < 0 || r.InitialBackoffMS > lim.MaxBackoffMS ||
+				r.MaxBackoffMS < 0 || r.MaxBackoffMS > lim.MaxBackoffMS ||
+				(r.MaxBackoffMS > 0 && r.MaxBackoffMS < r.InitialBackoffMS) ||
+				(r.Multiplier != 0 && (r.Multiplier < 1 || r.Multiplier > 10)) {
+				return false
+			}
+		}
+		// Deps must name earlier tasks, once each: then there is no cycle.
+		for j, d := range t.Deps {
+			if slices.Contains(t.Deps[:j], d) || !slices.ContainsFunc(s.Tasks[:i], func(p TaskSpec) bool { return p.Key == d }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// reportSpec lists every problem of s.
+func reportSpec(s Spec, lim Limits) problems {
 	var ps problems
 	if s.Name != "" && (!ValidKey(s.Name) || len(s.Name) > lim.MaxKeyLen) {
 		ps.add(CodeInvalidName, "name", "name %q must be 1-%d letters, digits, '_', '.', ':' or '-'", s.Name, lim.MaxKeyLen)
