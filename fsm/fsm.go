@@ -65,6 +65,8 @@ type FSM struct {
 	schedChanged chan struct{}
 	lastEvs      []Event
 	hook         atomic.Pointer[func([]Event)]
+	// scratch holds the buffers ApplyBatch reuses (scratch.go).
+	scratch atomic.Pointer[applyScratch]
 }
 
 // SetCommitHook sets fn to be called with the events of every commit, after
@@ -193,7 +195,12 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	// it and undone if the entry is rejected. A buffer past txnBudget is
 	// closed at an entry boundary (its writes become one store transaction)
 	// and the next chains on it, so reads still see every earlier entry.
-	batch := newOverlay(base)
+	sc := f.scratch.Swap(nil)
+	if sc == nil {
+		sc = newApplyScratch()
+	}
+	defer f.scratch.Store(sc)
+	batch := sc.overlay(base)
 	var closed []*overlay
 	var events []Event
 	applied := f.applied.Load()
@@ -212,6 +219,7 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		}
 		batch.begin()
 		a := &applier{tx: batch, index: e.Index, limits: f.limits}
+		sc.lend(a)
 		res := a.run(e.Data)
 		if inBatch > 0 && (batch.size > maxBytes || batch.items.Len() > maxWrites) {
 			// This entry would take the buffer past what one store
@@ -219,9 +227,11 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			// apply it again (deterministically the same) in the next one.
 			batch.rollback()
 			closed = append(closed, batch)
-			batch, inBatch = newOverlay(batch), 0
+			batch, inBatch = sc.overlay(batch), 0
 			batch.begin()
+			sc.takeBack(a)
 			a = &applier{tx: batch, index: e.Index, limits: f.limits}
+			sc.lend(a)
 			res = a.run(e.Data)
 		}
 		if _, isErr := res.(error); isErr || batch.entrySize > MaxEntryWriteBytes {
@@ -233,13 +243,14 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			batch.end()
 			events = append(events, a.events...)
 		}
+		sc.takeBack(a)
 		_ = batch.Set(keyApplied, u64(e.Index))
 		last = e.Index
 		results[i] = res
 		inBatch++
 		if batch.size > txnBudget && i < len(entries)-1 {
 			closed = append(closed, batch)
-			batch, inBatch = newOverlay(batch), 0
+			batch, inBatch = sc.overlay(batch), 0
 		}
 	}
 	if last == applied {
@@ -256,6 +267,7 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	if v, _, err := batch.Get(keyNow); err == nil {
 		f.now.Store(int64(getU64(v)))
 	}
+	sc.recycle(append(closed, batch)...)
 	f.applied.Store(last)
 	f.publish(events)
 	return results

@@ -70,6 +70,8 @@ type overlay struct {
 	journaling bool
 	undo       []undoRec
 	entrySize  int
+
+	spareIters []*ovIter // see iter
 }
 
 type undoRec struct {
@@ -210,8 +212,9 @@ func (o *overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) 
 		// and closures.
 		return o.base.Scan(prefix, start, reverse, fn)
 	}
-	mine := &ovIter{o: o, prefix: prefix, start: start, reverse: reverse}
-	mine.buf = mine.arr[:0]
+	mine := o.iter()
+	defer o.putIter(mine)
+	mine.prefix, mine.start, mine.reverse = prefix, start, reverse
 	before := func(a, b []byte) bool {
 		if reverse {
 			return bytes.Compare(a, b) > 0
@@ -274,6 +277,26 @@ func (o *overlay) buffersIn(prefix, start []byte, reverse bool) bool {
 		return false
 	})
 	return found
+}
+
+// iter returns a merge iterator from the overlay's spares (a claim's
+// scans run one after another, each used to allocate ~1 KB).
+func (o *overlay) iter() *ovIter {
+	if n := len(o.spareIters); n > 0 {
+		it := o.spareIters[n-1]
+		o.spareIters = o.spareIters[:n-1]
+		return it
+	}
+	it := &ovIter{o: o}
+	it.buf = it.arr[:0]
+	return it
+}
+
+func (o *overlay) putIter(it *ovIter) {
+	clear(it.arr[:])
+	*it = ovIter{o: o}
+	it.buf = it.arr[:0]
+	o.spareIters = append(o.spareIters, it)
 }
 
 // ovIter pulls an overlay's items in scan order, a chunk at a time.

@@ -1,0 +1,80 @@
+package fsm
+
+import "github.com/google/btree"
+
+// applyScratch is what one ApplyBatch leaves for the next to reuse instead
+// of allocating again: the write buffers' B-tree nodes (a free list), the
+// entry journal, the event list an entry builds, the applier's record
+// caches and its comparison buffer. None of it outlives the batch that
+// uses it: everything a batch hands on (the writes it commits, the events
+// it publishes, results) is copied out or freshly allocated. A batch takes
+// the scratch and puts it back (FSM.scratch), so two batches never share
+// it; one that finds it taken (a concurrent Apply in a test) builds its
+// own.
+type applyScratch struct {
+	free    *btree.FreeListG[item]
+	undo    []undoRec
+	events  []Event
+	caches  [4]cache // runs, taskCache, queues, breakers
+	scratch []byte
+}
+
+// Bounds on what is kept: a batch far larger than usual (a restore's
+// replay, a huge Multi) leaves its memory to the collector.
+const (
+	scratchFreeNodes  = 256
+	scratchMaxUndo    = 16 << 10
+	scratchMaxEvents  = 4 << 10
+	scratchMaxCache   = 512
+	scratchMaxEncoded = 64 << 10
+)
+
+func newApplyScratch() *applyScratch {
+	return &applyScratch{free: btree.NewFreeListG[item](scratchFreeNodes)}
+}
+
+// overlay returns a write buffer over base built from the scratch's nodes
+// and journal.
+func (sc *applyScratch) overlay(base Reader) *overlay {
+	o := &overlay{base: base, items: btree.NewWithFreeListG(16, itemLess, sc.free)}
+	o.undo, sc.undo = sc.undo[:0], nil
+	return o
+}
+
+// recycle takes back the buffers of overlays whose writes are committed.
+func (sc *applyScratch) recycle(os ...*overlay) {
+	for _, o := range os {
+		o.items.Clear(true)
+		if cap(o.undo) > cap(sc.undo) && cap(o.undo) <= scratchMaxUndo {
+			clear(o.undo[:cap(o.undo)])
+			sc.undo = o.undo[:0]
+		}
+	}
+}
+
+// lend gives a its caches, event list and comparison buffer.
+func (sc *applyScratch) lend(a *applier) {
+	a.runs, a.taskCache, a.queues, a.breakers = sc.caches[0], sc.caches[1], sc.caches[2], sc.caches[3]
+	sc.caches = [4]cache{}
+	a.events, sc.events = sc.events[:0], nil
+	a.scratch, sc.scratch = sc.scratch[:0], nil
+}
+
+// takeBack keeps a's buffers for the next entry, emptied. Its events must
+// have been copied out.
+func (sc *applyScratch) takeBack(a *applier) {
+	for i, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
+		if len(c.m) > scratchMaxCache || cap(c.order) > scratchMaxCache {
+			continue // let an outsized map go: clearing it costs its size every entry
+		}
+		c.reset()
+		sc.caches[i] = *c
+	}
+	if cap(a.events) <= scratchMaxEvents {
+		clear(a.events[:cap(a.events)])
+		sc.events = a.events[:0]
+	}
+	if cap(a.scratch) <= scratchMaxEncoded {
+		sc.scratch = a.scratch[:0]
+	}
+}
