@@ -31,7 +31,10 @@ type Store interface {
 	View() (r Reader, release func(), err error)
 	// Commit writes batches atomically, each batch in its own transaction,
 	// in order. The FSM splits at entry boundaries so that the applied index
-	// written in each batch always matches the state in it.
+	// written in each batch always matches the state in it. A store may keep
+	// the keys and values it is given (the indexed store's mirror and cache
+	// do): the caller hands them over and never modifies them afterwards
+	// (the FSM's write buffer owns every key and value it commits).
 	Commit(batches [][]Write) error
 	// Replace discards all state and loads the pairs produced by load.
 	Replace(load func(put func(k, v []byte) error) error) error

@@ -165,7 +165,7 @@ func (s *IndexedStore) Commit(batches [][]Write) error {
 			if w.Val == nil {
 				s.mem.Delete(item{key: w.Key})
 			} else {
-				s.mem.ReplaceOrInsert(item{key: bytes.Clone(w.Key), val: bytes.Clone(w.Val)})
+				s.mem.ReplaceOrInsert(item{key: w.Key, val: w.Val}) // handed over (Store.Commit)
 			}
 		}
 	}
@@ -264,10 +264,7 @@ func (c *recentCache) put(key, val []byte) {
 	if c.cur == nil || len(c.cur) >= recentEntries || c.curBytes >= recentBytes {
 		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, 1024), 0
 	}
-	if val != nil {
-		val = bytes.Clone(val)
-	}
-	c.cur[string(key)] = val
+	c.cur[string(key)] = val // handed over (Store.Commit): not copied
 	c.curBytes += len(key) + len(val)
 }
 

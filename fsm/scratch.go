@@ -64,7 +64,7 @@ func (sc *applyScratch) lend(a *applier) {
 // have been copied out.
 func (sc *applyScratch) takeBack(a *applier) {
 	for i, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
-		if len(c.m) > scratchMaxCache || cap(c.order) > scratchMaxCache {
+		if len(c.m) > scratchMaxCache || cap(c.order) > scratchMaxCache || cap(c.slab) > scratchMaxCache {
 			continue // let an outsized map go: clearing it costs its size every entry
 		}
 		c.reset()

@@ -76,6 +76,9 @@ type cacheEntry struct {
 type cache struct {
 	m     map[string]*cacheEntry
 	order []string
+	// slab holds the entries, reused from command to command (reset): no
+	// allocation per record loaded. An entry is not used after reset.
+	slab []cacheEntry
 }
 
 func (c *cache) get(key []byte) (*cacheEntry, bool) {
@@ -87,7 +90,13 @@ func (c *cache) add(key []byte, v any, orig []byte) *cacheEntry {
 	if c.m == nil {
 		c.m = make(map[string]*cacheEntry, 8)
 	}
-	e := &cacheEntry{key: key, v: v, orig: orig}
+	if len(c.slab) == cap(c.slab) {
+		// A full slab is left to the entries pointing into it; the next
+		// one is twice as large.
+		c.slab = make([]cacheEntry, 0, max(2*cap(c.slab), 8))
+	}
+	c.slab = append(c.slab, cacheEntry{key: key, v: v, orig: orig})
+	e := &c.slab[len(c.slab)-1]
 	k := string(key) // one copy for the map and the order
 	c.m[k] = e
 	c.order = append(c.order, k)
@@ -122,6 +131,8 @@ func (c *cache) reset() {
 	clear(c.m)
 	clear(c.order)
 	c.order = c.order[:0]
+	clear(c.slab)
+	c.slab = c.slab[:0]
 }
 
 // load returns the cached record for key, loading it from tx on first use.
