@@ -40,19 +40,19 @@ func isDerived(key []byte) bool {
 // taskIndexKeys appends the derived keys of one task record.
 func taskIndexKeys(out [][]byte, t *Task) [][]byte {
 	if t.Indexed {
-		out = append(out, readyKey(t.Queue, dispatchType(t), t.Priority, t.ReadySeq, t.ID()))
+		out = append(out, readyKeyOf(t.Queue, dispatchType(t), t.Priority, t.ReadySeq, t))
 	}
 	if t.LeaseExpiresAt != 0 {
-		out = append(out, leaseKey(t.LeaseExpiresAt, t.ID()))
+		out = append(out, leaseKeyOf(t.LeaseExpiresAt, t))
 		if t.LeaseRequest != "" {
-			out = append(out, claimReqKey(t.LeaseOwner, t.LeaseRequest, t.ID()))
+			out = append(out, claimReqKeyOf(t.LeaseOwner, t.LeaseRequest, t))
 		}
 	}
 	if t.RetryAt != 0 {
-		out = append(out, wakeKey(t.RetryAt, t.ID()))
+		out = append(out, wakeKeyOf(t.RetryAt, t))
 	}
 	if t.DueAt != 0 {
-		out = append(out, wakeKey(t.DueAt, t.ID()))
+		out = append(out, wakeKeyOf(t.DueAt, t))
 	}
 	return out
 }

@@ -47,7 +47,7 @@ func (a *applier) makeReady(r *Run, t *Task) {
 }
 
 func (a *applier) readyKeyOf(t *Task) []byte {
-	return readyKey(t.Queue, dispatchType(t), t.Priority, t.ReadySeq, t.ID())
+	return readyKeyOf(t.Queue, dispatchType(t), t.Priority, t.ReadySeq, t)
 }
 
 // indexTask adds t to the ready index if it is dispatchable and not there yet.
@@ -83,12 +83,12 @@ func (a *applier) unindexTask(t *Task) {
 // wake schedules t to be looked at by Tick at due.
 func (a *applier) wake(t *Task, due int64) {
 	t.RetryAt = due
-	must(a.tx.Set(wakeKey(due, t.ID()), []byte{}))
+	must(a.tx.Set(wakeKeyOf(due, t), []byte{}))
 }
 
 func (a *applier) unwake(t *Task) {
 	if t.RetryAt != 0 {
-		a.del(wakeKey(t.RetryAt, t.ID()))
+		a.del(wakeKeyOf(t.RetryAt, t))
 		t.RetryAt = 0
 	}
 }
@@ -99,12 +99,12 @@ func (a *applier) grantLease(t *Task, worker, req string, comp bool, n int) {
 	t.FencingToken = a.index
 	t.LeaseOwner, t.LeaseRequest = worker, req
 	if req != "" {
-		a.setFresh(claimReqKey(worker, req, t.ID()), []byte{})
+		a.setFresh(claimReqKeyOf(worker, req, t), []byte{})
 	}
 	t.LeaseExpiresAt = a.leaseEnd(t)
 	t.Attempts = append(t.Attempts, Attempt{N: n, Worker: worker, Token: a.index, ClaimedAt: a.now,
 		Outcome: OutcomeRunning, Compensation: comp})
-	a.setFresh(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{})
+	a.setFresh(leaseKeyOf(t.LeaseExpiresAt, t), []byte{})
 	a.queue(t.Queue).Running++
 }
 
@@ -118,9 +118,9 @@ type endedAttempt struct {
 // endLease releases t's lease and closes its current attempt.
 func (a *applier) endLease(t *Task, outcome, errMsg string) {
 	if t.LeaseExpiresAt != 0 {
-		a.delFresh(leaseKey(t.LeaseExpiresAt, t.ID()))
+		a.delFresh(leaseKeyOf(t.LeaseExpiresAt, t))
 		if t.LeaseRequest != "" {
-			a.delFresh(claimReqKey(t.LeaseOwner, t.LeaseRequest, t.ID()))
+			a.delFresh(claimReqKeyOf(t.LeaseOwner, t.LeaseRequest, t))
 		}
 		a.queue(t.Queue).Running--
 	}
@@ -141,9 +141,9 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 
 // extendLease moves t's lease expiry to now + lease.
 func (a *applier) extendLease(t *Task) {
-	a.delFresh(leaseKey(t.LeaseExpiresAt, t.ID()))
+	a.delFresh(leaseKeyOf(t.LeaseExpiresAt, t))
 	t.LeaseExpiresAt = a.leaseEnd(t)
-	a.setFresh(leaseKey(t.LeaseExpiresAt, t.ID()), []byte{})
+	a.setFresh(leaseKeyOf(t.LeaseExpiresAt, t), []byte{})
 }
 
 // queueNames lists every queue the cluster has seen, in order.

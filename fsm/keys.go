@@ -118,7 +118,35 @@ func claimReqPrefix(worker, req string) []byte {
 }
 
 func claimReqKey(worker, req, taskID string) []byte {
-	return append(claimReqPrefix(worker, req), taskID...)
+	return cat(pfxClaimReq, []byte(worker), []byte{0}, []byte(req), []byte{0}, []byte(taskID))
+}
+
+// taskKeyed is cat(parts..., []byte(t.ID())) without making the id string:
+// the index keys of a task end in its id, and building it first was an
+// allocation per key (TestTaskKeyedMatchesTheIDKeys).
+func taskKeyed(t *Task, parts ...[]byte) []byte {
+	n := len(t.RunID) + 1 + len(t.Key)
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	out = append(append(out, t.RunID...), '/')
+	return append(out, t.Key...)
+}
+
+func leaseKeyOf(expiry int64, t *Task) []byte { return taskKeyed(t, pfxLease, i64(expiry)) }
+func wakeKeyOf(due int64, t *Task) []byte     { return taskKeyed(t, pfxWake, i64(due)) }
+
+func claimReqKeyOf(worker, req string, t *Task) []byte {
+	return taskKeyed(t, pfxClaimReq, []byte(worker), []byte{0}, []byte(req), []byte{0})
+}
+
+func readyKeyOf(queue, typ string, prio int32, seq uint64, t *Task) []byte {
+	inv := uint32(math.MaxInt32 - int64(prio))
+	return taskKeyed(t, pfxReady, []byte(queue), []byte{0}, []byte(typ), []byte{0}, u32(inv), u64(seq))
 }
 
 // labelPrefix lists the runs carrying the label pair (k, v), by run id.

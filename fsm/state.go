@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -290,7 +291,7 @@ func (a *applier) deleteRecord(c *cache, key []byte) {
 func SplitTaskID(id string) (run, key string, ok bool) { return splitTaskID(id) }
 
 func splitTaskID(id string) (run, key string, ok bool) {
-	i := bytes.IndexByte([]byte(id), '/')
+	i := strings.IndexByte(id, '/')
 	if i <= 0 || i == len(id)-1 {
 		return "", "", false
 	}
