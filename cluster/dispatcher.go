@@ -260,8 +260,9 @@ func (d *Dispatcher) servable() (out []*waiter, refillAt int64) {
 	groups := map[string]*group{}
 	free := make([]*waiter, 0, len(d.waiters))
 	now := max(d.n.cfg.Clock().UnixMilli(), d.n.fsm.Now())
+	noneReady := false
 	defer func() {
-		if len(out) == 0 && len(d.waiters) > 0 {
+		if len(out) == 0 && len(d.waiters) > 0 && !noneReady {
 			refillAt = d.n.fsm.ThrottledUntil(now)
 		}
 	}()
@@ -278,6 +279,13 @@ func (d *Dispatcher) servable() (out []*waiter, refillAt int64) {
 		free = append(free, wt)
 	}
 	if len(free) == 0 {
+		return nil, 0
+	}
+	if !d.n.fsm.MayHaveReady() {
+		// Nothing is ready (the usual case after a commit whose claims
+		// rode in it): no counting, and no rate limit holds work back.
+		// (Each was a state view and a scan, after every commit.)
+		noneReady = true
 		return nil, 0
 	}
 	counted := map[string]bool{}

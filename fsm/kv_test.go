@@ -183,3 +183,36 @@ func TestTaskKeyedMatchesTheIDKeys(t *testing.T) {
 		}
 	}
 }
+
+// MayHaveReady is false exactly while the ready index is empty, on the
+// indexed store (answered from its mirror); a plain store always says true.
+func TestMayHaveReadyFollowsTheReadyIndex(t *testing.T) {
+	idx, err := NewIndexedStore(NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(idx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, f: f, now: 1_700_000_000_000}
+	if f.MayHaveReady() {
+		t.Fatal("an empty state says work may be ready")
+	}
+	h.submit("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", `{"tasks":[{"key":"a","type":"t"}]}`)
+	if !f.MayHaveReady() {
+		t.Fatal("a ready task is not seen")
+	}
+	c := h.claimOne("w1")
+	if f.MayHaveReady() {
+		t.Fatal("the only ready task was claimed, yet work may be ready")
+	}
+	h.complete(c, `{}`)
+	if f.MayHaveReady() {
+		t.Fatal("nothing is ready after the completion")
+	}
+	plain := newHarness(t)
+	if !plain.f.MayHaveReady() {
+		t.Fatal("a store without a mirror must not say false")
+	}
+}

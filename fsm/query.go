@@ -561,6 +561,17 @@ func (f *FSM) HasReady(w Waiter, now int64) bool { return f.ReadyCount(w, now, 1
 
 // ReadyCount is HasReady counting: the dispatchable tasks w could get, up
 // to limit (the dispatcher proposes a claim for no more waiters than that).
+// MayHaveReady reports whether any task may be in the ready index, from the
+// in-memory mirror when the store keeps one (no view taken): false is
+// certain as of the last commit. The dispatcher asks it before counting
+// ready work for its waiters after every commit.
+func (f *FSM) MayHaveReady() bool {
+	if p, ok := f.store.(prefixProber); ok {
+		return p.mayHavePrefix(pfxReady)
+	}
+	return true
+}
+
 func (f *FSM) ReadyCount(w Waiter, now int64, limit int) int {
 	count := 0
 	_ = f.View(func(r Reader) error {
