@@ -83,10 +83,18 @@ const writeTimeout = 10 * time.Second
 const waitMargin = 500 * time.Millisecond
 
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		return context.WithCancel(ctx)
+	return withDeadline(ctx, time.Now().Add(d))
+}
+
+// withDeadline is context.WithDeadline unless ctx already ends sooner:
+// then ctx itself (a forwarded call carries its caller's deadline, and the
+// server ends every call's context when its handler returns), without a
+// timer and a context more per call.
+func withDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && !dl.After(d) {
+		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, d)
+	return context.WithDeadline(ctx, d)
 }
 
 func (a *Agent) hello(_ context.Context, p rpc.HelloParams) (rpc.HelloResult, error) {

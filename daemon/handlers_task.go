@@ -93,34 +93,30 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.ClaimResult, unknown bool, _ error) {
 	wait := clampMS(p.WaitMS, MaxWait)
 	deadline := time.Now().Add(wait)
-	ctx, cancel := context.WithDeadline(ctx, deadline.Add(waitMargin))
+	ctx, cancel := withDeadline(ctx, deadline.Add(waitMargin))
 	defer cancel()
 	// A worker that went away (its connection's input ended) must not be
-	// handed tasks: stop waiting for it. Only the wait ends; a claim entry
-	// already proposed runs to its outcome.
-	waitCtx, stopWaiting := context.WithDeadline(ctx, deadline)
-	defer stopWaiting()
-	// Forwarded, the wait rides on a connection of its own that is closed
-	// when the client goes away, which ends the leader's wait too.
+	// handed tasks: stop waiting for it (fwdCtx ends, and the wait below
+	// with it). Only the wait ends; a claim entry already proposed runs to
+	// its outcome. Forwarded, the wait rides on a connection of its own
+	// that is closed when the client goes away, which ends the leader's
+	// wait too.
 	fwdCtx, stopForward := context.WithCancel(withExclusiveForward(ctx))
 	defer stopForward()
-	if gone := rpc.InputClosed(ctx); gone != nil {
-		go func() {
-			select {
-			case <-gone:
-				stopWaiting()
-				stopForward()
-			case <-ctx.Done():
-			}
-		}()
+	if gone := rpc.InputClosedContext(ctx); gone != nil {
+		defer context.AfterFunc(gone, stopForward)()
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max, RequestID: p.RequestID}
-	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(context.Context) (rpc.ClaimResult, error) {
+	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(lctx context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID, a.prop.LeaderEpoch())
 		defer a.workers.doneWaiting(p.WorkerID)
 		var got []fsm.Claimed
 		var err error
 		if wait > 0 {
+			// The wait's own deadline, made only here on the leader (a
+			// forwarding agent never waits itself).
+			waitCtx, stopWaiting := context.WithDeadline(lctx, deadline)
+			defer stopWaiting()
 			// The dispatcher answers a re-sent request id from state, or
 			// with the leases a held earlier delivery gets.
 			if got, err = a.prop.Claim(waitCtx, w, waitMargin/2); err != nil {

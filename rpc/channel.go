@@ -3,6 +3,7 @@ package rpc
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -194,6 +195,10 @@ type serverChannel struct {
 
 	inputOnce   sync.Once
 	inputClosed chan struct{} // closed when the peer's input ends (EOF)
+	// inputCtx ends with it (InputClosedContext): a handler registers a
+	// callback on it (context.AfterFunc) instead of a goroutine waiting.
+	inputCtx    context.Context
+	inputCancel context.CancelFunc
 
 	// direct serves a well-formed call without jrpc2 (direct.go); it
 	// reports false to leave the line to jrpc2. Set before the first Recv.
@@ -226,6 +231,7 @@ func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, lo
 		coalesce:     true,
 		lim:          lim,
 	}
+	c.inputCtx, c.inputCancel = context.WithCancel(context.Background())
 	var r io.Reader = conn
 	if lim.lineTimeout > 0 || lim.idleTimeout > 0 {
 		c.dl = &deadlineReader{conn: conn, line: lim.lineTimeout, idle: lim.idleTimeout, stopping: &c.stopping}
@@ -266,7 +272,7 @@ func (c *serverChannel) Recv() ([]byte, error) {
 				}
 				c.lr.reset()
 			}
-			c.inputOnce.Do(func() { close(c.inputClosed) })
+			c.inputOnce.Do(func() { close(c.inputClosed); c.inputCancel() })
 			if err == io.EOF || (c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded)) {
 				c.lr.reset()
 				return nil, c.drain()

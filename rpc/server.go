@@ -546,6 +546,16 @@ func InputClosed(ctx context.Context) <-chan struct{} {
 	return nil
 }
 
+// InputClosedContext is InputClosed as a context, done when the peer stops
+// sending, for context.AfterFunc (a callback, not a goroutine per call).
+// It returns nil outside a connection.
+func InputClosedContext(ctx context.Context) context.Context {
+	if cs := connOf(ctx); cs != nil {
+		return cs.ch.inputCtx
+	}
+	return nil
+}
+
 // ConnContext returns the context of the connection serving the handler
 // context ctx: it carries what Notify needs and ends when the connection
 // closes (a handler's own ctx ends when the handler returns). Outside a
