@@ -198,13 +198,25 @@ func (a *applier) encodeLoaded(v any) (b []byte, scratch bool, err error) {
 	return b, false, err
 }
 
+// keepQueueRecords keeps queue and breaker records cached across an entry's
+// commands (see flush); a test turns it off to check that doing so changes
+// no state (TestKeptQueueRecordsChangeNothing).
+var keepQueueRecords = true
+
 // flush writes back changed records, counters and caches.
 func (a *applier) flush() {
 	for _, c := range []*cache{&a.runs, &a.taskCache, &a.queues, &a.breakers} {
+		// Queue and breaker records stay cached after they are written,
+		// for the entry's next command (each submit and claim of a group
+		// entry read its queue again: a JSON decode per command); orig
+		// becomes what was written. A failed command discards the caches
+		// (discard), so nothing it changed survives in them.
+		keep, deleted := keepQueueRecords && (c == &a.queues || c == &a.breakers), false
 		for _, k := range c.order {
 			e := c.m[k]
 			if e.deleted {
 				a.del(e.key)
+				deleted = true
 				continue
 			}
 			// A loaded record still holds the index it was loaded with:
@@ -219,6 +231,9 @@ func (a *applier) flush() {
 				b, err := marshal(e.v)
 				must(err)
 				a.setFresh(e.key, b)
+				if keep {
+					e.orig = b
+				}
 				continue
 			}
 			// A MessagePack record's comparison encoding goes to a scratch
@@ -238,8 +253,13 @@ func (a *applier) flush() {
 				b = bytes.Clone(b)
 			}
 			a.setFresh(e.key, b)
+			if keep {
+				e.orig = b
+			}
 		}
-		c.reset()
+		if !keep || deleted {
+			c.reset()
+		}
 	}
 	if a.counters != nil {
 		a.put(keyCounters, a.counters)
