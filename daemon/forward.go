@@ -265,11 +265,7 @@ func (p *leaderProxy) forward(ctx, epoch context.Context, addr, method string, p
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(epoch, cancel)
-	defer stop()
-	return c.Call(fctx, methodForward, env, out)
+	return c.CallUntil(ctx, epoch.Done(), methodForward, env, out)
 }
 
 // onLeader runs local when this node leads; otherwise it forwards method

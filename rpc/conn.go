@@ -226,6 +226,13 @@ func (c *Conn) CloseWrite() {
 // lost connection a *ConnError; ctx ending returns ctx.Err() at once (a
 // response arriving later is dropped).
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	return c.CallUntil(ctx, nil, method, params, result)
+}
+
+// CallUntil is Call that also gives up when stop is closed, returning
+// context.Canceled as if ctx had been (an agent's forward stops when
+// leadership moves, without a context of its own per call).
+func (c *Conn) CallUntil(ctx context.Context, stop <-chan struct{}, method string, params, result any) error {
 	id := c.nextID.Add(1)
 	req, err := encodeRequest(id, method, params)
 	if err != nil {
@@ -258,6 +265,9 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	case <-ctx.Done():
 		c.forget(id)
 		return ctx.Err()
+	case <-stop:
+		c.forget(id)
+		return context.Canceled
 	}
 	select {
 	case r := <-ch:
@@ -273,29 +283,57 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 	case <-ctx.Done():
 		c.forget(id)
 		return ctx.Err()
+	case <-stop:
+		c.forget(id)
+		return context.Canceled
 	}
 }
 
 func encodeRequest(id uint64, method string, params any) ([]byte, error) {
-	req := struct {
-		V      string          `json:"jsonrpc"`
-		ID     uint64          `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params,omitempty"`
-	}{V: "2.0", ID: id, Method: method}
+	var p []byte
 	if params != nil {
-		p, err := gojson.Marshal(params)
-		if err != nil {
+		var err error
+		if p, err = gojson.Marshal(params); err != nil {
 			return nil, fmt.Errorf("rpc: encoding %s params: %w", method, err)
 		}
 		if p[0] != '{' && p[0] != '[' && string(p) != "null" {
 			return nil, fmt.Errorf("rpc: %s params must encode to a JSON object or array, not %s", method, p)
 		}
-		if string(p) != "null" {
-			req.Params = p
+		if string(p) == "null" {
+			p = nil
 		}
 	}
-	return gojson.Marshal(req)
+	if !plainName(method) {
+		req := struct {
+			V      string          `json:"jsonrpc"`
+			ID     uint64          `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params,omitempty"`
+		}{V: "2.0", ID: id, Method: method, Params: p}
+		return gojson.Marshal(req)
+	}
+	// The envelope around encoded params, appended: marshalling it as a
+	// struct scanned the params a second time (a forwarded spec, every
+	// forwarded call).
+	b := make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"method":"","params":}`)+20+len(method)+len(p))
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(append(append(b, `,"method":"`...), method...), '"')
+	if p != nil {
+		b = append(append(b, `,"params":`...), p...)
+	}
+	return append(b, '}'), nil
+}
+
+// plainName reports whether a method name needs no escaping in JSON.
+func plainName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Conn) forget(id uint64) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -321,6 +322,43 @@ func TestDeadlineKeepsTheLastConnectionError(t *testing.T) {
 		cancel()
 		if _, ok := errors.AsType[*ConnError](err); !ok {
 			t.Fatalf("try %d: %v: the connection error was lost", i, err)
+		}
+	}
+}
+
+// encodeRequest appends the envelope around the encoded params; it is the
+// JSON a struct marshal gives, for plain method names and any other.
+func TestEncodeRequestIsTheStructEncoding(t *testing.T) {
+	for _, c := range []struct {
+		method string
+		params any
+	}{
+		{"run.submit", map[string]any{"id": "x", "workflow": json.RawMessage(`{"tasks":[{"key":"a","type":"t","input":{"s":"<&>\u2028"}}]}`)}},
+		{"agent.forward", []int{1, 2}},
+		{"system.hello", nil},
+		{"odd \"method\"\n", map[string]string{"a": "b"}},
+	} {
+		got, err := encodeRequest(7, c.method, c.params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p json.RawMessage
+		if c.params != nil {
+			p, _ = json.Marshal(c.params)
+		}
+		want, _ := json.Marshal(struct {
+			V      string          `json:"jsonrpc"`
+			ID     uint64          `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params,omitempty"`
+		}{"2.0", 7, c.method, p})
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%s: not JSON: %s", c.method, got)
+		}
+		_ = json.Unmarshal(want, &w)
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: %s, want %s", c.method, got, want)
 		}
 	}
 }
