@@ -191,12 +191,11 @@ func (f *leaderProxy) callExclusive(ctx, epoch context.Context, addr string, env
 	}
 	defer cancel()
 	half := context.AfterFunc(ctx, c.CloseWrite)
-	// Leadership moved: drop the call (its claim is re-sent, with its
-	// request id, to the new leader, which answers any lease it granted).
-	moved := context.AfterFunc(epoch, func() { _ = c.Close() })
-	err := c.Call(cctx, methodForward, env, out)
-	moved()
-	if !half() || epoch.Err() != nil { // half-closed, or closed
+	// Leadership moved: drop the call and close its connection (its claim
+	// is re-sent, with its request id, to the new leader, which answers
+	// any lease it granted).
+	err := c.CallUntil(cctx, epoch.Done(), methodForward, env, out)
+	if !half() || epoch.Err() != nil { // half-closed, or leadership moved
 		_ = c.Close()
 		return err
 	}
