@@ -193,10 +193,9 @@ type serverChannel struct {
 
 	stopping atomic.Bool // Shutdown: a read deadline means "end of input"
 
-	inputOnce   sync.Once
-	inputClosed chan struct{} // closed when the peer's input ends (EOF)
-	// inputCtx ends with it (InputClosedContext): a handler registers a
-	// callback on it (context.AfterFunc) instead of a goroutine waiting.
+	// inputCtx ends when the peer's input ends (EOF): InputClosed is its
+	// Done, and a handler can register a callback on it (context.AfterFunc,
+	// InputClosedContext) instead of a goroutine waiting.
 	inputCtx    context.Context
 	inputCancel context.CancelFunc
 
@@ -227,7 +226,6 @@ func newServerChannel(conn net.Conn, maxLine int, writeTimeout time.Duration, lo
 		log:          log,
 		writeTimeout: writeTimeout,
 		wake:         make(chan struct{}, 1),
-		inputClosed:  make(chan struct{}),
 		coalesce:     true,
 		lim:          lim,
 	}
@@ -272,7 +270,7 @@ func (c *serverChannel) Recv() ([]byte, error) {
 				}
 				c.lr.reset()
 			}
-			c.inputOnce.Do(func() { close(c.inputClosed); c.inputCancel() })
+			c.inputCancel()
 			if err == io.EOF || (c.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded)) {
 				c.lr.reset()
 				return nil, c.drain()

@@ -541,7 +541,7 @@ func Notify(ctx context.Context, method string, params any) error {
 // returns nil (never ready) outside a connection.
 func InputClosed(ctx context.Context) <-chan struct{} {
 	if cs := connOf(ctx); cs != nil {
-		return cs.ch.inputClosed
+		return cs.ch.inputCtx.Done()
 	}
 	return nil
 }
