@@ -37,7 +37,7 @@ const (
 var shapeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func (c *specCache) parse(raw []byte, lim domain.Limits) (domain.Spec, error) {
-	if len(raw) > specCacheMaxBytes+domain.DefaultLimits.MaxInputBytes {
+	if len(raw) > specCacheMaxBytes+lim.MaxInputBytes { // too large for any shape kept
 		return domain.ParseSpec(raw, lim)
 	}
 	bp := shapeBufs.Get().(*[]byte)

@@ -55,11 +55,11 @@ func (a *applier) setDue(t *Task, at int64) {
 		return
 	}
 	if t.DueAt != 0 {
-		a.del(wakeKeyOf(t.DueAt, t))
+		a.delFresh(wakeKeyOf(t.DueAt, t))
 	}
 	t.DueAt = at
 	if at != 0 {
-		must(a.tx.Set(wakeKeyOf(at, t), []byte{}))
+		a.setFresh(wakeKeyOf(at, t), []byte{})
 	}
 }
 

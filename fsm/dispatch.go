@@ -83,12 +83,12 @@ func (a *applier) unindexTask(t *Task) {
 // wake schedules t to be looked at by Tick at due.
 func (a *applier) wake(t *Task, due int64) {
 	t.RetryAt = due
-	must(a.tx.Set(wakeKeyOf(due, t), []byte{}))
+	a.setFresh(wakeKeyOf(due, t), []byte{})
 }
 
 func (a *applier) unwake(t *Task) {
 	if t.RetryAt != 0 {
-		a.del(wakeKeyOf(t.RetryAt, t))
+		a.delFresh(wakeKeyOf(t.RetryAt, t))
 		t.RetryAt = 0
 	}
 }
