@@ -30,6 +30,8 @@ type Dispatcher struct {
 	// beforePropose, when set (tests), runs before a claim entry of the
 	// loop is proposed.
 	beforePropose func()
+	// heldHook, when set (tests), is called each time a claim is held.
+	heldHook atomic.Pointer[func()]
 }
 
 type waiter struct {
@@ -70,6 +72,9 @@ func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duratio
 	d.mu.Lock()
 	d.waiters = append(d.waiters, wt)
 	d.mu.Unlock()
+	if h := d.heldHook.Load(); h != nil {
+		(*h)()
+	}
 	if got := d.resent(wt); got != nil {
 		return got, nil
 	}

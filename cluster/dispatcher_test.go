@@ -23,16 +23,26 @@ func oneNodeLeader(t *testing.T, timeout time.Duration) (*Node, context.Context)
 	return l, ctx
 }
 
-// waitHeld waits until l holds n long-polling claims (no event marks a
-// claim as registered, so it polls).
+// waitHeld waits until l holds n long-polling claims, woken by the
+// dispatcher each time it holds one.
 func waitHeld(t *testing.T, l *Node, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	held := make(chan struct{}, 1)
+	hook := func() {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+	}
+	l.disp.heldHook.Store(&hook)
+	defer l.disp.heldHook.Store(nil)
+	timeout := time.After(5 * time.Second)
 	for l.WaitingClaims() != n {
-		if time.Now().After(deadline) {
+		select {
+		case <-held:
+		case <-timeout:
 			t.Fatalf("%d claims held, want %d", l.WaitingClaims(), n)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
