@@ -177,3 +177,68 @@ func TestClaimEntryCarriesOnlyTheWaitersItCanServe(t *testing.T) {
 		}
 	}
 }
+
+// Only a busy group makes the next one linger, for twice its commit time
+// at most and never longer than maxLinger.
+func TestLingerOnlyAfterABusyGroup(t *testing.T) {
+	for _, c := range []struct {
+		last int
+		took time.Duration
+		want time.Duration
+	}{
+		{0, time.Millisecond, 0},
+		{1, 3 * time.Millisecond, 0},
+		{lingerMinGroup - 1, 3 * time.Millisecond, 0},
+		{lingerMinGroup, 3 * time.Millisecond, 6 * time.Millisecond},
+		{maxGroup, time.Second, maxLinger},
+	} {
+		if got := lingerFor(c.last, c.took); got != c.want {
+			t.Errorf("lingerFor(%d, %v) = %v, want %v", c.last, c.took, got, c.want)
+		}
+	}
+}
+
+// A lingering flusher goes on as soon as the queue is as long as it waits
+// for, not at the end of its linger.
+func TestLingerEndsWhenTheQueueFills(t *testing.T) {
+	b := newBatcher(nil)
+	b.flushing = maxFlushers // no flusher is started: the test is the flusher
+	done := make(chan bool, 1)
+	go func() { done <- b.awaitQueue(3, time.Hour) }()
+	for range 3 {
+		if b.enqueue(&groupReq{}) {
+			t.Fatal("enqueue asked for a second flusher")
+		}
+	}
+	select {
+	case filled := <-done:
+		if !filled {
+			t.Fatal("awaitQueue reported a timeout, want filled")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("awaitQueue still waiting with 3 of 3 requests queued")
+	}
+	if b.want != 0 || len(b.filled) != 0 {
+		t.Fatalf("after the wait: want %d, %d signals pending; want none", b.want, len(b.filled))
+	}
+}
+
+// A linger nobody fills ends at its bound, and leaves no wait armed: later
+// requests signal nobody.
+func TestLingerGivesUpAtItsBound(t *testing.T) {
+	b := newBatcher(nil)
+	b.flushing = maxFlushers
+	b.enqueue(&groupReq{})
+	if b.awaitQueue(4, 10*time.Millisecond) {
+		t.Fatal("awaitQueue reported filled with 1 of 4 requests queued")
+	}
+	for range 4 {
+		b.enqueue(&groupReq{})
+	}
+	if b.want != 0 || len(b.filled) != 0 {
+		t.Fatalf("after the timeout: want %d, %d signals pending; want none", b.want, len(b.filled))
+	}
+	if !b.awaitQueue(4, time.Hour) {
+		t.Fatal("awaitQueue waited with 5 of 4 requests queued")
+	}
+}

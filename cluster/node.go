@@ -250,7 +250,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.disp = newDispatcher(n)
-	n.batch = &batcher{n: n}
+	n.batch = newBatcher(n)
 	n.epoch, n.epochCancel = context.WithCancel(context.Background())
 	n.obsCh = make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
