@@ -298,11 +298,21 @@ func (c *serverChannel) Recv() ([]byte, error) {
 			continue
 		}
 		if line[0] == '{' {
-			// One decode serves the direct path (direct.go) and, for a line
-			// left to jrpc2, the count of the replies it is owed.
+			// The common shape of a call is read without a map (scancall.go);
+			// otherwise one decode serves the direct path (direct.go) and,
+			// for a line left to jrpc2, the count of the replies it is owed.
+			scanned := false
+			if c.direct != nil {
+				if id, method, params, ok := scanCall(line); ok {
+					if c.direct(id, method, params) {
+						continue
+					}
+					scanned = true // not served directly: the map says the same
+				}
+			}
 			var obj map[string]json.RawMessage
 			if gojson.Unmarshal(line, &obj) == nil && obj != nil {
-				if c.direct != nil {
+				if c.direct != nil && !scanned {
 					if id, method, params, ok := directCall(obj); ok && c.direct(id, method, params) {
 						continue
 					}
