@@ -16,34 +16,13 @@ import (
 // Run with -race: it also checks that reading the mirror in place does not
 // race with the snapshots other readers take.
 func TestViewsWhileApplyingSeeWholeCommits(t *testing.T) {
-	bs, err := OpenBadger(t.TempDir(), BadgerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bs.Close()
-	idx, err := NewIndexedStore(bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(idx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openBadgerFSM(t)
 	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"t"}]}`), domain.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const runs = 300
-	var index uint64
-	apply := func(c Command) any {
-		c.Stamp(1_700_000_000_000 + int64(index))
-		buf, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		index++
-		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
-	}
+	apply := oneEntryEach(t, f, func(i uint64) int64 { return 1_700_000_000_000 + int64(i) })
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)

@@ -495,30 +495,16 @@ func selfRSSMB() float64 {
 //
 //	go test -run ^$ -bench FSMEntryOverhead -benchmem ./fsm/
 func BenchmarkFSMEntryOverhead(b *testing.B) {
-	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bs.Close()
-	idx, err := NewIndexedStore(bs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, _ := New(idx, Options{})
+	f := openBadgerFSM(b)
 	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop"}]}`), domain.DefaultLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var index uint64
-	apply := func(c Command) any {
-		c.Stamp(1_700_000_000_000)
-		buf, _ := Encode(c)
-		index++
-		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
-	}
+	apply := oneEntryEach(b, f, func(uint64) int64 { return 1_700_000_000_000 })
 	for i := range 2000 { // ready tasks in the index mirror
 		apply(&Submit{ID: fmt.Sprintf("r%05d", i), Spec: spec})
 	}
+	index := f.AppliedIndex()
 	noop, _ := Encode(&Noop{})
 	b.ReportAllocs()
 	b.ResetTimer()

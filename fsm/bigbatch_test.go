@@ -32,30 +32,13 @@ func TestCatchUpBatchOfLargeEntriesFitsBadger(t *testing.T) {
 		buf, _ := Encode(cmd)
 		entries = append(entries, Entry{Index: uint64(i + 1), Data: buf})
 	}
-	open := func() *FSM {
-		bs, err := OpenBadger(t.TempDir(), BadgerOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bs.Close() })
-		idx, err := NewIndexedStore(bs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := New(idx, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.OnFatal = func(err error) { t.Fatalf("store failed: %v", err) }
-		return f
-	}
-	batched := open()
+	batched := openBadgerFSM(t)
 	for i, r := range batched.ApplyBatch(entries) {
 		if err, isErr := r.(error); isErr {
 			t.Fatalf("entry %d: %v", i+1, err)
 		}
 	}
-	single := open()
+	single := openBadgerFSM(t)
 	for _, e := range entries {
 		single.Apply(e)
 	}

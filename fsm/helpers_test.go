@@ -140,3 +140,39 @@ const diamond = `{"name":"diamond","tasks":[
  {"key":"b","type":"echo","deps":["a"]},
  {"key":"c","type":"echo","deps":["a"]},
  {"key":"d","type":"echo","deps":["b","c"]}]}`
+
+// openBadgerFSM is an FSM on a badger store in a temporary directory with
+// the index mirror in front, as an agent runs it; a store failure fails tb.
+func openBadgerFSM(tb testing.TB) *FSM {
+	tb.Helper()
+	bs, err := OpenBadger(tb.TempDir(), BadgerOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { bs.Close() })
+	idx, err := NewIndexedStore(bs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := New(idx, Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f.OnFatal = func(err error) { tb.Fatalf("store failed: %v", err) }
+	return f
+}
+
+// oneEntryEach returns a function that applies each command it is given as
+// an entry of its own, at the next index, stamped at stamp(index).
+func oneEntryEach(tb testing.TB, f *FSM, stamp func(index uint64) int64) func(Command) any {
+	var index uint64
+	return func(c Command) any {
+		index++
+		c.Stamp(stamp(index))
+		buf, err := Encode(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
+	}
+}
