@@ -171,9 +171,11 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	if len(queues) == 0 {
 		queues = a.queueNames()
 	}
-	var best []byte // prio+seq tail of the best candidate
-	var bestID string
-	var bestKey []byte
+	p := &a.pick
+	p.found = false
+	if a.pickFn == nil {
+		a.pickFn = p.visit
+	}
 	for _, qn := range queues {
 		// load, not a.queue: a claim must not create the queues it names.
 		q := load[QueueState](a, &a.queues, queueKey(qn))
@@ -203,23 +205,37 @@ func (a *applier) nextReady(w *Waiter) *Task {
 			// Within one claim the heads taken so far are gone and nothing
 			// becomes ready, so the scan resumes where the last one ended
 			// instead of stepping over this entry's deletions again.
-			start := a.readyCursor[string(pfx)]
-			must(a.tx.Scan(pfx, start, false, func(k, _ []byte) bool {
-				tail := k[len(pfx):]
-				if len(tail) > 12 && (best == nil || bytes.Compare(tail[:12], best) < 0) {
-					best = bytes.Clone(tail[:12])
-					bestID = string(tail[12:])
-					bestKey = bytes.Clone(k)
-				}
-				return false
-			}))
+			p.pfxLen = len(pfx)
+			must(a.tx.Scan(pfx, a.readyCursor[string(pfx)], false, a.pickFn))
 		}
 	}
-	if best == nil {
+	if !p.found {
 		return nil
 	}
+	bestID := string(p.key[p.bestPfxLen+12:])
 	if a.readyCursor != nil {
-		a.readyCursor[string(bestKey[:len(bestKey)-len(bestID)-12])] = bestKey
+		a.readyCursor[string(p.key[:p.bestPfxLen])] = bytes.Clone(p.key)
 	}
 	return a.loadTaskByID(bestID)
+}
+
+// readyPick is the best ready-list head a nextReady has seen: the lowest
+// priority-and-order tail (12 bytes after the list's prefix), and its key.
+type readyPick struct {
+	pfxLen     int // the prefix of the list being scanned
+	found      bool
+	best       [12]byte
+	key        []byte // the best head's key (a buffer reused across scans)
+	bestPfxLen int    // its list's prefix length
+}
+
+// visit looks at a ready list's head (the scan's first key) and stops.
+func (p *readyPick) visit(k, _ []byte) bool {
+	tail := k[p.pfxLen:]
+	if len(tail) > 12 && (!p.found || bytes.Compare(tail[:12], p.best[:]) < 0) {
+		copy(p.best[:], tail[:12])
+		p.key = append(p.key[:0], k...)
+		p.bestPfxLen, p.found = p.pfxLen, true
+	}
+	return false
 }

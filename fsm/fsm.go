@@ -453,6 +453,11 @@ type applier struct {
 	// throttled collects, during one claim, the queues whose ready work a
 	// rate limit held back (apply_ratelimit.go).
 	throttled map[string]bool
+	// pick is nextReady's scan state and pickFn its visit, made once per
+	// applier: a closure per scan, and the variables it captured, were
+	// allocated on every ready-list scan.
+	pick   readyPick
+	pickFn func(k, v []byte) bool
 
 	runs, taskCache, queues, breakers cache
 	scratch                           []byte // flush's comparison encodings
