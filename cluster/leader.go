@@ -125,14 +125,26 @@ func (n *Node) WaitLeaderReady(ctx context.Context) error {
 			n.WaitLeaderChange(ctx, 20*time.Millisecond)
 		} else {
 			select {
-			case <-ready:
+			case <-ready: // the usual case, checked first: no timer per call
 				if n.raft.State() == raft.Leader {
 					return nil
 				}
-			case <-ctx.Done():
-				return n.notLeader()
-			case <-time.After(50 * time.Millisecond): // leadership may have moved meanwhile
+				continue
+			default:
 			}
+			t := time.NewTimer(50 * time.Millisecond) // leadership may move meanwhile
+			select {
+			case <-ready:
+				if n.raft.State() == raft.Leader {
+					t.Stop()
+					return nil
+				}
+			case <-ctx.Done():
+				t.Stop()
+				return n.notLeader()
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		if ctx.Err() != nil {
 			return n.notLeader()
