@@ -42,7 +42,17 @@ func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method stri
 	if okP {
 		n++
 	}
-	if !okV || !okID || !okM || len(obj) != n || string(v) != `"2.0"` {
+	if !okV || !okID || !okM || len(obj) != n {
+		return nil, "", nil, false
+	}
+	return directMembers(v, id, m, p, okP)
+}
+
+// directMembers applies directCall's rules to a call's members (as found
+// in a map or by scanCall): version "2.0", id a string or number, method a
+// string without escapes, params (if present) null, an object or an array.
+func directMembers(version, id, m, p json.RawMessage, hasParams bool) (json.RawMessage, string, json.RawMessage, bool) {
+	if string(version) != `"2.0"` {
 		return nil, "", nil, false
 	}
 	if len(id) == 0 || !(id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) {
@@ -51,7 +61,8 @@ func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method stri
 	if len(m) < 3 || m[0] != '"' || m[len(m)-1] != '"' || bytes.IndexByte(m, '\\') >= 0 {
 		return nil, "", nil, false
 	}
-	if okP && !isNullJSON(p) {
+	var params json.RawMessage
+	if hasParams && !isNullJSON(p) {
 		if p[0] != '{' && p[0] != '[' {
 			return nil, "", nil, false
 		}
