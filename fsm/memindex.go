@@ -115,29 +115,32 @@ func (s *IndexedStore) reload() error {
 // so a clone per entry cost each entry a few node copies per index key it
 // wrote (BenchmarkFSMEntryOverhead: ~20 µs and 88 allocations per no-op
 // entry before). Other readers still clone, at most once per commit.
-func (s *IndexedStore) ApplyView() (Reader, func(), error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, release, err := s.inner.View()
-	if err != nil {
-		return nil, nil, err
-	}
-	return indexedReader{inner: r, mem: memReader{s.mem}, labels: s.labelView(), recent: &s.recent}, release, nil
-}
+func (s *IndexedStore) ApplyView() (Reader, func(), error) { return s.view(true) }
 
 // View implements Store. The badger view and the mirror snapshot are taken
 // under one lock, so a view never mixes two commits.
-func (s *IndexedStore) View() (Reader, func(), error) {
+func (s *IndexedStore) View() (Reader, func(), error) { return s.view(false) }
+
+// view takes the badger view and the mirror under one lock; forApply reads
+// the mirror in place and the recent records (ApplyView), otherwise the
+// shared snapshot of the mirror.
+func (s *IndexedStore) view(forApply bool) (Reader, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, release, err := s.inner.View()
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.snap == nil {
-		s.snap = s.mem.Clone()
+	ir := indexedReader{inner: r, labels: s.labelView()}
+	if forApply {
+		ir.mem, ir.recent = memReader{s.mem}, &s.recent
+	} else {
+		if s.snap == nil {
+			s.snap = s.mem.Clone()
+		}
+		ir.mem = memReader{s.snap}
 	}
-	return indexedReader{inner: r, mem: memReader{s.snap}, labels: s.labelView()}, release, nil
+	return ir, release, nil
 }
 
 // Commit implements Store: the durable store first (without the derived
