@@ -132,16 +132,11 @@ func (n *Node) WaitLeaderReady(ctx context.Context) error {
 				continue
 			default:
 			}
+			// Wait; the loop then re-checks leadership, the signal and ctx.
 			t := time.NewTimer(50 * time.Millisecond) // leadership may move meanwhile
 			select {
 			case <-ready:
-				if n.raft.State() == raft.Leader {
-					t.Stop()
-					return nil
-				}
 			case <-ctx.Done():
-				t.Stop()
-				return n.notLeader()
 			case <-t.C:
 			}
 			t.Stop()
