@@ -46,6 +46,55 @@ type batcher struct {
 	// the request that makes the queue that long sends on filled.
 	want   int
 	filled chan struct{}
+
+	stats groupStats
+}
+
+// GroupCommitStats are the group commit's running totals on this node (it
+// groups only while it leads). Over an interval, Commands/Entries is the
+// group size, Linger/Entries the wait for a fuller group, and
+// Propose/Entries the round trip of a group entry (raft commit on a
+// majority and the FSM apply here): the two parts of a closed-loop
+// client's cycle that the agent controls (cluster/DESIGN.md, "A busy group
+// lingers").
+type GroupCommitStats struct {
+	// Entries is the entries proposed, Commands the callers' commands in
+	// them (a claim riding along for waiting workers is not counted).
+	Entries, Commands uint64
+	// Lingers counts the waits for a fuller group; LingersFilled those the
+	// queue ended before their bound.
+	Lingers, LingersFilled uint64
+	// Linger is the time spent in those waits; Propose the time from
+	// proposing each entry to its results.
+	Linger, Propose time.Duration
+}
+
+type groupStats struct {
+	entries, commands, lingers, filled, lingerNs, proposeNs atomic.Uint64
+}
+
+func (s *groupStats) lingered(d time.Duration, filled bool) {
+	s.lingers.Add(1)
+	if filled {
+		s.filled.Add(1)
+	}
+	s.lingerNs.Add(uint64(d))
+}
+
+func (s *groupStats) proposed(commands int, d time.Duration) {
+	s.entries.Add(1)
+	s.commands.Add(uint64(commands))
+	s.proposeNs.Add(uint64(d))
+}
+
+// GroupCommit returns the group commit's totals on this node.
+func (n *Node) GroupCommit() GroupCommitStats {
+	s := &n.batch.stats
+	return GroupCommitStats{
+		Entries: s.entries.Load(), Commands: s.commands.Load(),
+		Lingers: s.lingers.Load(), LingersFilled: s.filled.Load(),
+		Linger: time.Duration(s.lingerNs.Load()), Propose: time.Duration(s.proposeNs.Load()),
+	}
 }
 
 func newBatcher(n *Node) *batcher { return &batcher{n: n, filled: make(chan struct{}, 1)} }
@@ -181,7 +230,9 @@ func (b *batcher) flush() {
 	last := 0
 	for {
 		if linger > 0 {
-			b.awaitQueue(last, linger)
+			t0 := time.Now()
+			filled := b.awaitQueue(last, linger)
+			b.stats.lingered(time.Since(t0), filled)
 		}
 		b.mu.Lock()
 		n, size := 0, 0
@@ -214,7 +265,9 @@ func (b *batcher) flush() {
 		b.mu.Unlock()
 		start := time.Now()
 		b.propose(batch)
-		last, linger = len(batch), lingerFor(len(batch), time.Since(start))
+		took := time.Since(start)
+		b.stats.proposed(len(batch), took)
+		last, linger = len(batch), lingerFor(len(batch), took)
 	}
 }
 

@@ -18,6 +18,7 @@ func TestProposeGroupedCoalesces(t *testing.T) {
 	spec := mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)
 	const n = 60
 	l := c.Leader()
+	before := l.GroupCommit()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -44,6 +45,18 @@ func TestProposeGroupedCoalesces(t *testing.T) {
 	}
 	if len(entries) >= n {
 		t.Fatalf("%d commands used %d entries: nothing was grouped", n, len(entries))
+	}
+	// The totals count what was proposed: every command once, one entry
+	// per distinct index, each entry's round trip.
+	st := l.GroupCommit()
+	if got := st.Commands - before.Commands; got != n {
+		t.Fatalf("group commit counted %d commands, want %d", got, n)
+	}
+	if got := st.Entries - before.Entries; got != uint64(len(entries)) {
+		t.Fatalf("group commit counted %d entries, want %d (distinct indexes)", got, len(entries))
+	}
+	if st.Propose <= before.Propose || st.LingersFilled > st.Lingers || (st.Lingers > before.Lingers) != (st.Linger > before.Linger) {
+		t.Fatalf("group commit times inconsistent: before %+v after %+v", before, st)
 	}
 	// A rejected command in a group fails alone.
 	res, _, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "bad/id", Spec: spec})

@@ -105,11 +105,21 @@ var (
 	descTasksDone   = prometheus.NewDesc("flowd_tasks_done_total", "Tasks succeeded, cluster-wide (replicated counter).", nil, nil)
 	descLeaseExpiry = prometheus.NewDesc("flowd_lease_expiries_total", "Leases expired and reaped, cluster-wide.", nil, nil)
 	descWaiting     = prometheus.NewDesc("flowd_claims_waiting", "Long-polling claims held by this node.", nil, nil)
+
+	// The group commit (cluster/batcher.go), while this node leads.
+	descGroupEntries  = prometheus.NewDesc("flowd_group_commit_entries_total", "Group-commit raft entries this node proposed.", nil, nil)
+	descGroupCommands = prometheus.NewDesc("flowd_group_commit_commands_total", "Client commands in those entries (their ratio is the group size).", nil, nil)
+	descGroupLingers  = prometheus.NewDesc("flowd_group_commit_lingers_total",
+		"Waits for a fuller group after a busy one, by how they ended: filled (the queue reached the last group's size) or bound (the time limit).", []string{"outcome"}, nil)
+	descGroupLinger  = prometheus.NewDesc("flowd_group_commit_linger_seconds_total", "Time spent in those waits.", nil, nil)
+	descGroupPropose = prometheus.NewDesc("flowd_group_commit_propose_seconds_total",
+		"Time from proposing each group entry to its results (raft commit on a majority, then the FSM apply here).", nil, nil)
 )
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descTerm, descCommit, descApplied, descLeaderChg, descPeers,
-		descRuns, descQueueReady, descQueueRun, descTasksDone, descLeaseExpiry, descWaiting} {
+		descRuns, descQueueReady, descQueueRun, descTasksDone, descLeaseExpiry, descWaiting,
+		descGroupEntries, descGroupCommands, descGroupLingers, descGroupLinger, descGroupPropose} {
 		ch <- d
 	}
 }
@@ -130,6 +140,13 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeaderChg, prometheus.CounterValue, float64(n.LeaderChanges.Load()))
 	ch <- prometheus.MustNewConstMetric(descPeers, prometheus.GaugeValue, float64(len(s.Peers)))
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n.WaitingClaims()))
+	g := n.GroupCommit()
+	ch <- prometheus.MustNewConstMetric(descGroupEntries, prometheus.CounterValue, float64(g.Entries))
+	ch <- prometheus.MustNewConstMetric(descGroupCommands, prometheus.CounterValue, float64(g.Commands))
+	ch <- prometheus.MustNewConstMetric(descGroupLingers, prometheus.CounterValue, float64(g.LingersFilled), "filled")
+	ch <- prometheus.MustNewConstMetric(descGroupLingers, prometheus.CounterValue, float64(g.Lingers-g.LingersFilled), "bound")
+	ch <- prometheus.MustNewConstMetric(descGroupLinger, prometheus.CounterValue, g.Linger.Seconds())
+	ch <- prometheus.MustNewConstMetric(descGroupPropose, prometheus.CounterValue, g.Propose.Seconds())
 	if counts, err := c.a.state.CountRuns(); err == nil {
 		for st, v := range countsOf(counts) {
 			ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(v), st)
