@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -29,6 +31,11 @@ type BadgerStore struct {
 	// fault reports a storage error badger logged or returned on a read
 	// (see OnError).
 	fault *storeFault
+	// pending counts commits handed to badger's writer and not yet
+	// written (Commit does not wait for them); failed holds the first
+	// error one of them met.
+	pending sync.WaitGroup
+	failed  atomic.Pointer[error]
 }
 
 // memTableSize sets badger's transaction limit too: badger refuses a
@@ -115,8 +122,20 @@ func (b *BadgerStore) View() (Reader, func(), error) {
 	return badgerReader{txn, b.fault}, txn.Discard, nil
 }
 
-// Commit implements Store.
+// Commit implements Store. It hands each transaction to badger's writer
+// and returns without waiting for the write (txn.CommitWith): the caller
+// (the FSM, on raft's apply goroutine) answers the entry's callers while
+// badger writes, so the write leaves the commit round trip. Nothing reads
+// around it: badger starts every later transaction, read or write, only
+// once the commits before it are written (its oracle waits for them), so
+// a view taken after Commit returns sees the commit, and commits are
+// written in order. A write that fails is reported through OnError (the
+// node stops) and fails the next Commit, Sync or Replace. The keys and
+// values are handed over: they are not copied and must not change.
 func (b *BadgerStore) Commit(batches [][]Write) error {
+	if err := b.asyncErr(); err != nil {
+		return err
+	}
 	for _, batch := range batches {
 		txn := b.db.NewTransaction(true)
 		for _, w := range batch {
@@ -131,17 +150,46 @@ func (b *BadgerStore) Commit(batches [][]Write) error {
 				return fmt.Errorf("badger write: %w", err)
 			}
 		}
-		if err := txn.Commit(); err != nil {
-			return fmt.Errorf("badger commit: %w", err)
-		}
+		b.pending.Add(1)
+		txn.CommitWith(b.written)
 	}
 	return nil
+}
+
+// written is the callback of a commit handed to badger's writer.
+func (b *BadgerStore) written(err error) {
+	defer b.pending.Done()
+	if err == nil {
+		return
+	}
+	err = fmt.Errorf("badger commit: %w", err)
+	if b.failed.CompareAndSwap(nil, &err) {
+		b.fault.report(&StorageError{Op: "commit", Err: err})
+	}
+}
+
+// asyncErr is the first error a commit met after Commit returned.
+func (b *BadgerStore) asyncErr() error {
+	if p := b.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// settle waits until every commit handed to badger is written, and
+// reports the first that failed.
+func (b *BadgerStore) settle() error {
+	b.pending.Wait()
+	return b.asyncErr()
 }
 
 // Replace implements Store. The applied-index key is written last, so an
 // interrupted Replace leaves a store that reports an index below the
 // snapshot's and is restored again on the next start.
 func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) error {
+	if err := b.settle(); err != nil {
+		return err
+	}
 	if err := b.db.DropAll(); err != nil {
 		return fmt.Errorf("badger drop: %w", err)
 	}
@@ -164,14 +212,22 @@ func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) erro
 	if err := b.Commit([][]Write{last}); err != nil {
 		return err
 	}
+	return b.Sync()
+}
+
+// Sync implements Store: the commits handed to badger are written first.
+func (b *BadgerStore) Sync() error {
+	if err := b.settle(); err != nil {
+		return err
+	}
 	return b.db.Sync()
 }
 
-// Sync implements Store.
-func (b *BadgerStore) Sync() error { return b.db.Sync() }
-
-// Close implements Store.
-func (b *BadgerStore) Close() error { return b.db.Close() }
+// Close implements Store, once the commits handed to badger are written.
+func (b *BadgerStore) Close() error {
+	b.pending.Wait()
+	return b.db.Close()
+}
 
 type badgerReader struct {
 	txn   *badger.Txn
