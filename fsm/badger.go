@@ -157,13 +157,17 @@ func (b *BadgerStore) Commit(batches [][]Write) error {
 }
 
 // written is the callback of a commit handed to badger's writer.
+// A failure is recorded before the commit counts as settled and reported
+// after, so settle sees it and OnError may close the store.
 func (b *BadgerStore) written(err error) {
-	defer b.pending.Done()
 	if err == nil {
+		b.pending.Done()
 		return
 	}
 	err = fmt.Errorf("badger commit: %w", err)
-	if b.failed.CompareAndSwap(nil, &err) {
+	first := b.failed.CompareAndSwap(nil, &err)
+	b.pending.Done()
+	if first {
 		b.fault.report(&StorageError{Op: "commit", Err: err})
 	}
 }
