@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -31,11 +30,80 @@ type BadgerStore struct {
 	// fault reports a storage error badger logged or returned on a read
 	// (see OnError).
 	fault *storeFault
-	// pending counts commits handed to badger's writer and not yet
-	// written (Commit does not wait for them); failed holds the first
-	// error one of them met.
-	pending sync.WaitGroup
-	failed  atomic.Pointer[error]
+	// writing tracks the commits handed to badger's writer and not yet
+	// written (Commit does not wait for them).
+	writing inflight
+}
+
+// inflight tracks commits in flight by sequence number, so settle waits
+// for those issued before it and not for later ones (a Sync while the
+// applier goes on committing).
+type inflight struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	next uint64
+	open map[uint64]struct{}
+	err  error // the first failed commit
+}
+
+func (f *inflight) issue() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open == nil {
+		f.open = map[uint64]struct{}{}
+		f.cond.L = &f.mu
+	}
+	f.next++
+	f.open[f.next] = struct{}{}
+	return f.next
+}
+
+// done settles commit seq and reports whether err is the first failure.
+func (f *inflight) done(seq uint64, err error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.open, seq)
+	first := err != nil && f.err == nil
+	if first {
+		f.err = err
+	}
+	f.cond.Broadcast()
+	return first
+}
+
+// failed is the first error a commit met after Commit returned.
+func (f *inflight) failed() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// settle waits until every commit issued so far is written, and returns
+// the first that failed.
+func (f *inflight) settle() error {
+	f.mu.Lock()
+	target := f.next
+	f.mu.Unlock()
+	return f.settleUpTo(target)
+}
+
+// settleUpTo waits until every commit up to seq target is written.
+func (f *inflight) settleUpTo(target uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		waiting := false
+		for seq := range f.open {
+			if seq <= target {
+				waiting = true
+				break
+			}
+		}
+		if !waiting {
+			return f.err
+		}
+		f.cond.Wait()
+	}
 }
 
 // memTableSize sets badger's transaction limit too: badger refuses a
@@ -133,7 +201,7 @@ func (b *BadgerStore) View() (Reader, func(), error) {
 // node stops) and fails the next Commit, Sync or Replace. The keys and
 // values are handed over: they are not copied and must not change.
 func (b *BadgerStore) Commit(batches [][]Write) error {
-	if err := b.asyncErr(); err != nil {
+	if err := b.writing.failed(); err != nil {
 		return err
 	}
 	for _, batch := range batches {
@@ -150,48 +218,29 @@ func (b *BadgerStore) Commit(batches [][]Write) error {
 				return fmt.Errorf("badger write: %w", err)
 			}
 		}
-		b.pending.Add(1)
-		txn.CommitWith(b.written)
+		seq := b.writing.issue()
+		txn.CommitWith(func(err error) { b.written(seq, err) })
 	}
 	return nil
 }
 
-// written is the callback of a commit handed to badger's writer.
-// A failure is recorded before the commit counts as settled and reported
-// after, so settle sees it and OnError may close the store.
-func (b *BadgerStore) written(err error) {
-	if err == nil {
-		b.pending.Done()
-		return
+// written is the callback of commit seq. A failure is recorded before the
+// commit counts as settled and reported after, so settle sees it and
+// OnError may close the store.
+func (b *BadgerStore) written(seq uint64, err error) {
+	if err != nil {
+		err = &StorageError{Op: "commit", Err: err}
 	}
-	err = fmt.Errorf("badger commit: %w", err)
-	first := b.failed.CompareAndSwap(nil, &err)
-	b.pending.Done()
-	if first {
-		b.fault.report(&StorageError{Op: "commit", Err: err})
+	if b.writing.done(seq, err) {
+		b.fault.report(err)
 	}
-}
-
-// asyncErr is the first error a commit met after Commit returned.
-func (b *BadgerStore) asyncErr() error {
-	if p := b.failed.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// settle waits until every commit handed to badger is written, and
-// reports the first that failed.
-func (b *BadgerStore) settle() error {
-	b.pending.Wait()
-	return b.asyncErr()
 }
 
 // Replace implements Store. The applied-index key is written last, so an
 // interrupted Replace leaves a store that reports an index below the
 // snapshot's and is restored again on the next start.
 func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) error {
-	if err := b.settle(); err != nil {
+	if err := b.writing.settle(); err != nil {
 		return err
 	}
 	if err := b.db.DropAll(); err != nil {
@@ -221,7 +270,7 @@ func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) erro
 
 // Sync implements Store: the commits handed to badger are written first.
 func (b *BadgerStore) Sync() error {
-	if err := b.settle(); err != nil {
+	if err := b.writing.settle(); err != nil {
 		return err
 	}
 	return b.db.Sync()
@@ -229,7 +278,7 @@ func (b *BadgerStore) Sync() error {
 
 // Close implements Store, once the commits handed to badger are written.
 func (b *BadgerStore) Close() error {
-	b.pending.Wait()
+	_ = b.writing.settle() // a failed write was reported when it failed
 	return b.db.Close()
 }
 

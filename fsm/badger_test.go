@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -62,6 +63,21 @@ func TestBadgerCommitsAreVisibleOnceCommitReturns(t *testing.T) {
 			}
 		}
 	}()
+	wg.Add(1)
+	go func() { // snapshots sync while the commits go on
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := bs.Sync(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
 	for i := 0; i < n; i++ {
 		v := []byte(fmt.Sprint(i))
 		key := []byte(fmt.Sprintf("k/%04d", i))
@@ -97,5 +113,35 @@ func TestBadgerCommitsAreVisibleOnceCommitReturns(t *testing.T) {
 	}
 	if err := bs.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Settling waits for the commits issued before it, not for later ones
+// (a Sync must not wait out an applier that goes on committing), and
+// returns the first failure.
+func TestInflightSettlesWhatWasIssuedBefore(t *testing.T) {
+	var f inflight
+	a, b := f.issue(), f.issue()
+	settled := make(chan error, 1)
+	go func() { settled <- f.settleUpTo(b) }()
+	c := f.issue()
+	f.done(a, nil)
+	select {
+	case err := <-settled:
+		t.Fatalf("settled (%v) with commit %d still being written", err, b)
+	default:
+	}
+	boom := errors.New("boom")
+	if !f.done(b, boom) {
+		t.Fatal("the first failure was not reported as first")
+	}
+	if err := <-settled; err != boom {
+		t.Fatalf("settle returned %v, want the failure", err)
+	}
+	if f.done(c, errors.New("later")) {
+		t.Fatal("a second failure was reported as first")
+	}
+	if err := f.failed(); err != boom {
+		t.Fatalf("failed() = %v, want the first failure", err)
 	}
 }
