@@ -145,11 +145,7 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 	}
 	defer bs.Close()
 	store := &countingStore{Store: bs, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
-	idx, err := NewIndexedStore(store)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, _ := New(idx, Options{})
+	f, _ := indexedFSM(b, store)
 	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
 	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
 	if err != nil {
@@ -349,14 +345,7 @@ func BenchmarkRunListLabels(b *testing.B) {
 		}
 	}
 	flush()
-	idx, err := NewIndexedStore(bs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := New(idx, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	f, idx := indexedFSM(b, bs)
 	<-idx.labelsReady()
 	for _, c := range []struct {
 		name     string

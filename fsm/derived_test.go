@@ -49,14 +49,7 @@ func TestDerivedIndexesAreRebuiltNotStored(t *testing.T) {
 	want := indexDigest(t, plain.f)
 
 	inner := NewMemStore()
-	idx, err := NewIndexedStore(inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(idx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := indexedFSM(t, inner)
 	h := &harness{t: t, f: f, now: plain.now}
 	derivedScenario(h)
 	if got := indexDigest(t, f); got != want {

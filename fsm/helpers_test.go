@@ -150,7 +150,16 @@ func openBadgerFSM(tb testing.TB) *FSM {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { bs.Close() })
-	idx, err := NewIndexedStore(bs)
+	f, _ := indexedFSM(tb, bs)
+	f.OnFatal = func(err error) { tb.Fatalf("store failed: %v", err) }
+	return f
+}
+
+// indexedFSM is an FSM on store with the index mirror in front, and that
+// indexed store.
+func indexedFSM(tb testing.TB, store Store) (*FSM, *IndexedStore) {
+	tb.Helper()
+	idx, err := NewIndexedStore(store)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -158,8 +167,7 @@ func openBadgerFSM(tb testing.TB) *FSM {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f.OnFatal = func(err error) { tb.Fatalf("store failed: %v", err) }
-	return f
+	return f, idx
 }
 
 // oneEntryEach returns a function that applies each command it is given as

@@ -187,14 +187,7 @@ func TestTaskKeyedMatchesTheIDKeys(t *testing.T) {
 // MayHaveReady is false exactly while the ready index is empty, on the
 // indexed store (answered from its mirror); a plain store always says true.
 func TestMayHaveReadyFollowsTheReadyIndex(t *testing.T) {
-	idx, err := NewIndexedStore(NewMemStore())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(idx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := indexedFSM(t, NewMemStore())
 	h := &harness{t: t, f: f, now: 1_700_000_000_000}
 	if f.MayHaveReady() {
 		t.Fatal("an empty state says work may be ready")

@@ -155,14 +155,7 @@ func samePages(t *testing.T, f *FSM, state domain.RunState, q RunFilter, limit i
 
 func indexedHarness(t *testing.T) (*harness, *MemStore) {
 	inner := NewMemStore()
-	idx, err := NewIndexedStore(inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(idx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, _ := indexedFSM(t, inner)
 	waitLabels(t, f)
 	return &harness{t: t, f: f, now: 1_700_000_000_000}, inner
 }
@@ -411,11 +404,7 @@ func TestLabelIndexBuildsInTheBackground(t *testing.T) {
 	release := make(chan struct{})
 	defer func() { labelBuildHook = nil }()
 	labelBuildHook = func() { <-release }
-	idx, err := NewIndexedStore(inner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, _ := New(idx, Options{})
+	f, _ := indexedFSM(t, inner)
 	h2 := &harness{t: t, f: f, index: h.index, now: h.now}
 	labelPopulation(h2, rng, 300) // retention removes runs of the first population too
 	_ = f.View(func(r Reader) error {
