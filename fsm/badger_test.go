@@ -145,3 +145,32 @@ func TestInflightSettlesWhatWasIssuedBefore(t *testing.T) {
 		t.Fatalf("failed() = %v, want the first failure", err)
 	}
 }
+
+// A write badger fails after Commit returned stops the node (OnError, once)
+// and fails the next Commit and Sync, so nothing is built on state the
+// store does not hold.
+func TestBadgerFailedWriteStopsAndFailsTheNextCommit(t *testing.T) {
+	bs, err := OpenBadger(t.TempDir(), BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	var reported []error
+	bs.OnError(func(err error) { reported = append(reported, err) })
+	seq := bs.writing.issue() // a commit in flight that badger then fails
+	bs.written(seq, errors.New("disk gone"))
+	bs.written(bs.writing.issue(), errors.New("again"))
+	if len(reported) != 1 {
+		t.Fatalf("OnError called %d times, want once: %v", len(reported), reported)
+	}
+	var se *StorageError
+	if !errors.As(reported[0], &se) {
+		t.Fatalf("reported %T %v, want a *StorageError", reported[0], reported[0])
+	}
+	if err := bs.Commit([][]Write{{{Key: []byte("k"), Val: []byte("v")}}}); err == nil {
+		t.Fatal("Commit after a failed write succeeded")
+	}
+	if err := bs.Sync(); err == nil {
+		t.Fatal("Sync after a failed write succeeded")
+	}
+}
