@@ -81,7 +81,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	}
 	a.newRun(r)
 	a.indexLabels(r)
-	a.put(specKey(id), spec)
+	a.put(specKey(id), (*specMsg)(&spec))
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
@@ -341,7 +341,7 @@ func (a *applier) applyReplay(c *Replay) any {
 	if r := a.loadRun(c.NewID); r != nil {
 		return &SubmitResult{ID: r.ID, State: r.State, Created: false}
 	}
-	spec, err := getJSON[domain.Spec](a.tx, specKey(p.ID))
+	spec, err := loadSpec(a.tx, p.ID)
 	must(err)
 	if spec == nil {
 		return fmt.Errorf("%w: spec of run %s", ErrNotFound, p.ID)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tinylib/msgp/msgp"
+
 	"github.com/flowd/flowd/fsm/domain"
 )
 
@@ -262,6 +264,11 @@ var ErrBadCommand = errors.New("bad command")
 func Encode(c Command) ([]byte, error) {
 	if m, ok := c.(*Multi); ok {
 		return appendBatch(make([]byte, 0, batchSize(m)), m), nil
+	}
+	if m, ok := c.(msgp.Marshaler); ok { // the binary commands (command_msgp.go)
+		out := make([]byte, 1, 128)
+		out[0] = byte(c.Type())
+		return m.MarshalMsg(out)
 	}
 	body, err := marshal(c)
 	if err != nil {

@@ -669,7 +669,7 @@ func (f *FSM) GetSpec(id string) (*domain.Spec, error) {
 	var out *domain.Spec
 	err := f.View(func(r Reader) error {
 		var err error
-		out, err = getJSON[domain.Spec](r, specKey(id))
+		out, err = loadSpec(r, id)
 		if err == nil && out == nil {
 			err = fmt.Errorf("%w: run %s", ErrNotFound, id)
 		}
