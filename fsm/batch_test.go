@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/flowd/flowd/fsm/domain"
 )
 
 // A Multi is written in the binary framing and read back unchanged; the
@@ -75,6 +77,14 @@ func FuzzDecode(f *testing.F) {
 	buf, _ := Encode(m)
 	f.Add(buf)
 	f.Add([]byte("\x01{\"id\":\"x\"}"))
+	for _, c := range []Command{ // the binary commands (command_msgp.go)
+		&Submit{ID: "x", Spec: domain.Spec{Tasks: []domain.TaskSpec{{Key: "a", Type: "t", Deps: []string{"b"}}}}, Labels: map[string]string{"k": "v"}},
+		&Complete{TaskID: "x/a", Token: 3, Claim: &Waiter{WorkerID: "w", Max: 2}, Log: &LogChunk{Lines: []LogLine{{Line: "l"}}}},
+		&Claim{Waiters: []Waiter{{WorkerID: "w", Types: []string{"t"}, Max: 1}}},
+	} {
+		b, _ := Encode(c)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Decode(data)
 		if err == nil && c == nil {
