@@ -448,12 +448,26 @@ func (t *tupleReader) log(v **LogChunk) {
 	})
 }
 
+// appendTaskHead opens the tuple of a command on one attempt of a task
+// (complete, fail, heartbeat): n fields, the first three its stamp, the
+// task and the attempt's fencing token.
+func appendTaskHead(o []byte, n uint32, at int64, taskID string, token uint64) []byte {
+	o = msgp.AppendArrayHeader(o, n)
+	o = msgp.AppendInt64(o, at)
+	o = msgp.AppendString(o, taskID)
+	return msgp.AppendUint64(o, token)
+}
+
+// taskHead reads what appendTaskHead wrote after the header.
+func (t *tupleReader) taskHead(at *int64, taskID *string, token *uint64) {
+	t.i64(at)
+	t.str(taskID)
+	t.u64(token)
+}
+
 // MarshalMsg implements msgp.Marshaler.
 func (c *Complete) MarshalMsg(o []byte) ([]byte, error) {
-	o = msgp.AppendArrayHeader(o, 7)
-	o = msgp.AppendInt64(o, c.At)
-	o = msgp.AppendString(o, c.TaskID)
-	o = msgp.AppendUint64(o, c.Token)
+	o = appendTaskHead(o, 7, c.At, c.TaskID, c.Token)
 	o = appendRaw(o, c.Result)
 	if len(c.Spawn) == 0 {
 		o = msgp.AppendNil(o)
@@ -472,9 +486,7 @@ func (c *Complete) MarshalMsg(o []byte) ([]byte, error) {
 func (c *Complete) UnmarshalMsg(b []byte) ([]byte, error) {
 	*c = Complete{}
 	t := readTuple(b)
-	t.i64(&c.At)
-	t.str(&c.TaskID)
-	t.u64(&c.Token)
+	t.taskHead(&c.At, &c.TaskID, &c.Token)
 	t.raw(&c.Result)
 	t.array(func(n uint32) { c.Spawn = t.taskSpecs(n) })
 	if !t.nilField() {
@@ -489,10 +501,7 @@ func (c *Complete) UnmarshalMsg(b []byte) ([]byte, error) {
 
 // MarshalMsg implements msgp.Marshaler.
 func (c *Fail) MarshalMsg(o []byte) ([]byte, error) {
-	o = msgp.AppendArrayHeader(o, 6)
-	o = msgp.AppendInt64(o, c.At)
-	o = msgp.AppendString(o, c.TaskID)
-	o = msgp.AppendUint64(o, c.Token)
+	o = appendTaskHead(o, 6, c.At, c.TaskID, c.Token)
 	o = msgp.AppendString(o, c.Error)
 	if c.Retryable == nil {
 		o = msgp.AppendNil(o)
@@ -506,9 +515,7 @@ func (c *Fail) MarshalMsg(o []byte) ([]byte, error) {
 func (c *Fail) UnmarshalMsg(b []byte) ([]byte, error) {
 	*c = Fail{}
 	t := readTuple(b)
-	t.i64(&c.At)
-	t.str(&c.TaskID)
-	t.u64(&c.Token)
+	t.taskHead(&c.At, &c.TaskID, &c.Token)
 	t.str(&c.Error)
 	if !t.nilField() && t.field() {
 		var r bool
@@ -521,10 +528,7 @@ func (c *Fail) UnmarshalMsg(b []byte) ([]byte, error) {
 
 // MarshalMsg implements msgp.Marshaler.
 func (c *Heartbeat) MarshalMsg(o []byte) ([]byte, error) {
-	o = msgp.AppendArrayHeader(o, 4)
-	o = msgp.AppendInt64(o, c.At)
-	o = msgp.AppendString(o, c.TaskID)
-	o = msgp.AppendUint64(o, c.Token)
+	o = appendTaskHead(o, 4, c.At, c.TaskID, c.Token)
 	return appendLog(o, c.Log), nil
 }
 
@@ -532,9 +536,7 @@ func (c *Heartbeat) MarshalMsg(o []byte) ([]byte, error) {
 func (c *Heartbeat) UnmarshalMsg(b []byte) ([]byte, error) {
 	*c = Heartbeat{}
 	t := readTuple(b)
-	t.i64(&c.At)
-	t.str(&c.TaskID)
-	t.u64(&c.Token)
+	t.taskHead(&c.At, &c.TaskID, &c.Token)
 	t.log(&c.Log)
 	return t.done()
 }
