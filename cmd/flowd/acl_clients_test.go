@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,19 @@ func TestCLIHealthAndTUIWithToken(t *testing.T) {
 		default:
 		}
 	})
+	// A new stream starts from now: submit once it is live (its connMsg
+	// with State connLive, sent after events.subscribe answered), or the
+	// run's events may come before it.
+	for live := false; !live; {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the TUI's stream did not go live over TLS with the token")
+		case m := <-msgs:
+			if v := reflect.ValueOf(m); fmt.Sprintf("%T", m) == "tui.connMsg" && v.FieldByName("State").Int() == 1 {
+				live = true
+			}
+		}
+	}
 	id := tc.submitID(t, writeFile(t, "wf.json", `{"name":"tui-acl","tasks":[{"key":"a","type":"tui-acl"}]}`))
 	for {
 		select {
