@@ -31,7 +31,7 @@ func genStrs(t *rapid.T, label string) []string {
 }
 
 func genRaw(t *rapid.T, label string) json.RawMessage {
-	return json.RawMessage(rapid.SampledFrom([]string{"", `{}`, `{"a":1,"b":[true,null,"x"]}`, `"s"`, `42`}).Draw(t, label))
+	return json.RawMessage(rapid.SampledFrom([]string{"", `{}`, `{"a":1,"b":[true,null,"x"]}`, `"s"`, `42`, `null`, ` { "sp" : 1 } `}).Draw(t, label))
 }
 
 func genInt64(t *rapid.T, label string) int64 {
