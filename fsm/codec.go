@@ -29,7 +29,8 @@ import (
 //     (Labels and countsMsg encode themselves below), never in Go's map
 //     order.
 //
-// Every other record, and every command, is JSON (goccy/go-json, a drop-in
+// The spec record and the queue path's commands are tuples too
+// (command_msgp.go). Every other record and command is JSON (goccy/go-json, a drop-in
 // for encoding/json about a third cheaper; it sorts map keys). JSON records
 // of these types written before the change are still read: a JSON record
 // starts with '{' (or '[' for an event list), a tuple with an array header

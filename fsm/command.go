@@ -10,7 +10,8 @@ import (
 	"github.com/flowd/flowd/fsm/domain"
 )
 
-// MsgType tags a command: one byte followed by its JSON payload. Numbers are
+// MsgType tags a command: one byte followed by its payload (JSON, or a
+// MessagePack tuple for the queue path's commands: command_msgp.go). Numbers are
 // explicit and append-only; never renumber. A type with IgnoreUnknown set may
 // be skipped by an older binary that does not know it.
 type MsgType uint8
