@@ -287,20 +287,7 @@ func (c *Submit) MarshalMsg(o []byte) ([]byte, error) {
 	o = msgp.AppendString(o, c.ID)
 	o, _ = (*specMsg)(&c.Spec).MarshalMsg(o)
 	o = appendRaw(o, c.Input)
-	if len(c.Labels) == 0 {
-		o = msgp.AppendNil(o)
-	} else {
-		keys := make([]string, 0, len(c.Labels))
-		for k := range c.Labels {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // equal commands encode to equal bytes
-		o = msgp.AppendMapHeader(o, uint32(len(keys)))
-		for _, k := range keys {
-			o = msgp.AppendString(o, k)
-			o = msgp.AppendString(o, c.Labels[k])
-		}
-	}
+	o, _ = Labels(c.Labels).MarshalMsg(o) // in key order: equal commands, equal bytes
 	o = msgp.AppendString(o, c.IfFull)
 	o = msgp.AppendString(o, c.Nonce)
 	o = msgp.AppendInt64(o, c.StartAt)
@@ -315,26 +302,7 @@ func (c *Submit) UnmarshalMsg(b []byte) ([]byte, error) {
 	t.str(&c.ID)
 	t.sub((*specMsg)(&c.Spec).UnmarshalMsg)
 	t.raw(&c.Input)
-	if !t.nilField() && t.field() {
-		var n uint32
-		if n, t.b, t.err = msgp.ReadMapHeaderBytes(t.b); t.err == nil {
-			if int64(n)*2 > int64(len(t.b)) {
-				t.err = fmt.Errorf("map of %d in %d bytes", n, len(t.b))
-			} else {
-				c.Labels = make(map[string]string, n)
-				for range n {
-					var k, v string
-					if k, t.b, t.err = msgp.ReadStringBytes(t.b); t.err != nil {
-						break
-					}
-					if v, t.b, t.err = msgp.ReadStringBytes(t.b); t.err != nil {
-						break
-					}
-					c.Labels[k] = v
-				}
-			}
-		}
-	}
+	t.sub((*Labels)(&c.Labels).UnmarshalMsg) // none: nil, as JSON's omitted labels
 	t.str(&c.IfFull)
 	t.str(&c.Nonce)
 	t.i64(&c.StartAt)
