@@ -129,6 +129,7 @@ func (a *applier) applyQueueDelete(c *QueueDelete) any {
 	}
 	e, _ := a.queues.get(key)
 	e.deleted = true
+	a.queueNamesOK = false
 	a.emit(Event{Kind: "queue", Name: c.Name, Queue: c.Name, Transition: "delete"})
 	return &ChangedResult{Changed: true}
 }

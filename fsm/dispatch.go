@@ -148,6 +148,9 @@ func (a *applier) extendLease(t *Task) {
 
 // queueNames lists every queue the cluster has seen, in order.
 func (a *applier) queueNames() []string {
+	if a.queueNamesOK {
+		return a.queueNamesMemo
+	}
 	var names []string
 	must(a.tx.Scan(pfxQueue, nil, false, func(k, _ []byte) bool {
 		names = append(names, string(k[len(pfxQueue):]))
@@ -160,6 +163,7 @@ func (a *applier) queueNames() []string {
 		}
 	}
 	slices.Sort(names)
+	a.queueNamesMemo, a.queueNamesOK = names, true
 	return names
 }
 

@@ -538,3 +538,37 @@ func TestClaimOnUnknownQueueChangesNothing(t *testing.T) {
 		t.Fatalf("a claim on unknown queues changed state; queues now %+v", qs)
 	}
 }
+
+// A claim without a queue filter looks in every queue, including one a
+// command earlier in the same group entry created: the entry's list of
+// queue names, kept between its claims, is renewed when a queue appears.
+func TestClaimInOneEntrySeesAQueueCreatedEarlierInIt(t *testing.T) {
+	h := newSem(t)
+	h.submit("r0", `{"name":"w","tasks":[{"key":"a","type":"t","queue":"old"}]}`)
+	h.claim("w0", 1, "t") // r0's task: "old" is now empty
+	enc := func(c Command) []byte {
+		c.Stamp(h.now)
+		b, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	spec, err := domain.ParseSpec([]byte(`{"name":"w","tasks":[{"key":"a","type":"t","queue":"fresh"}]}`), domain.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := []Waiter{{WorkerID: "w1", Types: []string{"t"}, Max: 1}}
+	res := h.ok(&Multi{Cmds: [][]byte{
+		enc(&Claim{Waiters: waiter}), // finds nothing, and lists the queues
+		enc(&Submit{ID: "r1", Spec: spec}),
+		enc(&Claim{Waiters: waiter}),
+	}}).(*MultiResult)
+	if got := res.Results[0].(*ClaimResult).Assigned[0]; len(got) != 0 {
+		t.Fatalf("first claim got %v, want nothing", claimKeys(got))
+	}
+	got := res.Results[2].(*ClaimResult).Assigned[0]
+	if len(got) != 1 || got[0].TaskID != "r1/a" {
+		t.Fatalf("claim after the submit got %v, want r1/a from the queue the submit created", claimKeys(got))
+	}
+}

@@ -168,6 +168,7 @@ func (a *applier) discard() {
 	a.queues.reset()
 	a.breakers.reset()
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
+	a.queueNamesOK = false
 }
 
 // legacySame reports whether a record loaded from a JSON encoding (written
@@ -259,6 +260,9 @@ func (a *applier) flush() {
 		}
 		if !keep || deleted {
 			c.reset()
+			if c == &a.queues {
+				a.queueNamesOK = false
+			}
 		}
 	}
 	if a.counters != nil {
@@ -384,6 +388,7 @@ func (a *applier) queue(name string) *QueueState {
 	}
 	q := &QueueState{Name: name}
 	a.queues.add(queueKey(name), q, nil)
+	a.queueNamesOK = false
 	return q
 }
 
