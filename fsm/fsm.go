@@ -466,10 +466,10 @@ type applier struct {
 	// discard and applyQueueDelete clear queueNamesOK).
 	queueNamesMemo []string
 	queueNamesOK   bool
-	scratch                           []byte // flush's comparison encodings
-	settings                          *Settings
-	settingsDirty                     bool
-	counters                          *Counters
+	scratch        []byte // flush's comparison encodings
+	settings       *Settings
+	settingsDirty  bool
+	counters       *Counters
 }
 
 // clock advances FSM time: now = max(last now, command stamp).
