@@ -137,10 +137,14 @@ func (c *countingStore) Commit(batches [][]Write) error {
 // (transaction, flush, commit) that group commit spreads over a group.
 //
 //	go test -run ^$ -bench FSMQueueJob -benchmem ./fsm/
+//
+// window=1000 is the steady state of a long-lived cluster: the event window
+// (100 000 by default) full, so entries also trim the oldest events.
 func BenchmarkFSMQueueJob(b *testing.B) {
 	for _, group := range []int{1, 4, 16} {
-		b.Run(fmt.Sprintf("group=%d", group), func(b *testing.B) { benchQueueJob(b, group) })
+		b.Run(fmt.Sprintf("group=%d", group), func(b *testing.B) { benchQueueJob(b, group, 0) })
 	}
+	b.Run("group=16/window=1000", func(b *testing.B) { benchQueueJob(b, 16, 1000) })
 }
 
 // benchQueueJob is the job-queue workload as the state machine sees
@@ -148,7 +152,7 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 // one claim entry for group waiting workers and one Multi of their
 // completions, over badger with the index mirror. Reports the writes that
 // reach badger per job next to time and allocations per job.
-func benchQueueJob(b *testing.B, group int) {
+func benchQueueJob(b *testing.B, group, window int) {
 	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -156,17 +160,20 @@ func benchQueueJob(b *testing.B, group int) {
 	defer bs.Close()
 	store := &countingStore{Store: bs, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
 	f, _ := indexedFSM(b, store)
-	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
-	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var index uint64
 	apply := func(c Command) any {
 		c.Stamp(1_700_000_000_000)
 		buf, _ := Encode(c)
 		index++
 		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
+	}
+	if window > 0 {
+		apply(&SettingsSet{EventWindow: &window})
+	}
+	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
+	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
+	if err != nil {
+		b.Fatal(err)
 	}
 	enc := func(c Command) []byte {
 		c.Stamp(1_700_000_000_000)

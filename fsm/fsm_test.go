@@ -263,8 +263,8 @@ func TestEventsCarryIndexAndResume(t *testing.T) {
 		})
 	})
 	ctr, _ := h.f.Counters()
-	if stored != ctr.Events || stored > 100 {
-		t.Fatalf("%d events stored, counter says %d, window 100", stored, ctr.Events)
+	if stored != ctr.Events || stored > 100+eventTrimSlack(100) {
+		t.Fatalf("%d events stored, counter says %d, window 100 (+%d before a trim)", stored, ctr.Events, eventTrimSlack(100))
 	}
 }
 
@@ -454,5 +454,39 @@ func TestNowFollowsCommitsReopenAndRestore(t *testing.T) {
 	}
 	if got := other.f.Now(); got != stamped {
 		t.Fatalf("restored: now %d, want %d", got, stamped)
+	}
+}
+
+// Once the event window is full, the oldest events are trimmed in steps of
+// eventTrimSlack, not after every entry: the count stays within the window
+// plus the slack, a trim brings it back to the window, and most entries do
+// not trim (each trim is a scan of the stored events).
+func TestEventWindowIsTrimmedInSteps(t *testing.T) {
+	h := newSem(t)
+	const window = 200
+	h.ok(&SettingsSet{EventWindow: ptr(window)})
+	slack := eventTrimSlack(window)
+	entries, trims := 0, 0
+	last := uint64(0)
+	for i := range 300 {
+		h.submit("s"+itoa(i), `{"tasks":[{"key":"a","type":"t"}]}`)
+		entries++
+		c, err := h.f.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Events > window+slack {
+			t.Fatalf("after entry %d: %d events, window %d + slack %d", h.index, c.Events, window, slack)
+		}
+		if c.TrimmedThrough != last {
+			trims++
+			last = c.TrimmedThrough
+			if c.Events > window {
+				t.Fatalf("a trim at entry %d left %d events, window %d", h.index, c.Events, window)
+			}
+		}
+	}
+	if trims == 0 || trims > entries/4 {
+		t.Fatalf("%d trims in %d entries (slack %d events): want a trim per slack's worth of events", trims, entries, slack)
 	}
 }

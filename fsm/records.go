@@ -343,6 +343,14 @@ func (s Settings) eventWindow() int {
 	return DefaultEventWindow
 }
 
+// eventTrimSlack is how far past its window the event count may grow
+// before the oldest events are trimmed back to the window: trimming is a
+// scan of the events records in the store (they are not mirrored in
+// memory), so it is done once per slack's worth of events, not after every
+// entry once the window is full. 1/16 of the window, at most 1,024 events
+// (a trim then deletes a few hundred records in one entry).
+func eventTrimSlack(window int) int { return min(max(window/16, 1), 1024) }
+
 // Counters are cluster-wide running totals kept by Apply.
 type Counters struct {
 	ActiveRuns int `json:"active_runs"` // running, interrupted or reverting

@@ -432,7 +432,7 @@ func (a *applier) writeEvents() {
 	}
 	c := a.getCounters()
 	w := a.getSettings().eventWindow()
-	if c.Events <= w {
+	if c.Events <= w+eventTrimSlack(w) {
 		return
 	}
 	// Start after the last trimmed entry: the deleted keys before it are
