@@ -318,14 +318,7 @@ func TestMultiMixesSharedAndIsolatedCommands(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("claimed %d", len(got))
 	}
-	enc := func(c Command) []byte {
-		c.Stamp(h.now)
-		b, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	enc := h.encode
 	byKey := map[string]Claimed{}
 	for _, c := range got {
 		byKey[c.TaskKey] = c

@@ -27,6 +27,18 @@ func newHarness(t testing.TB) *harness {
 	return &harness{t: t, f: f, now: 1_700_000_000_000}
 }
 
+// encode stamps cmd with the harness clock and encodes it, as a sub-command
+// of a Multi the test builds.
+func (h *harness) encode(cmd Command) []byte {
+	h.t.Helper()
+	cmd.Stamp(h.now)
+	b, err := Encode(cmd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b
+}
+
 // apply stamps cmd with the harness clock, applies it as the next entry and
 // returns the result.
 func (h *harness) apply(cmd Command) any {

@@ -546,14 +546,7 @@ func TestClaimInOneEntrySeesAQueueCreatedEarlierInIt(t *testing.T) {
 	h := newSem(t)
 	h.submit("r0", `{"name":"w","tasks":[{"key":"a","type":"t","queue":"old"}]}`)
 	h.claim("w0", 1, "t") // r0's task: "old" is now empty
-	enc := func(c Command) []byte {
-		c.Stamp(h.now)
-		b, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	enc := h.encode
 	spec, err := domain.ParseSpec([]byte(`{"name":"w","tasks":[{"key":"a","type":"t","queue":"fresh"}]}`), domain.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
