@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -209,5 +210,66 @@ func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
 				t.Fatalf("a forwarded write gave up %v before the end of its budget; it should wait for a new leader until then", left)
 			}
 		})
+	}
+}
+
+// Invariant: a lease goes to a worker that hears of it. A claim whose
+// client's input ends (it half-closed, or this agent drains it to stop)
+// while its forward is out, and whose forward is then cut before the
+// leader answered (leadership moved, this agent left the cluster), has an
+// unknown outcome: the leader may have leased tasks to its request id. It
+// is answered -32004 (re-send), never "no tasks", which would make the
+// worker forget the request id and leave those leases with nobody.
+func TestClaimCutAfterItsInputEndedIsNotAnsweredEmpty(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan net.Conn, 8)
+	go func() { // a leader that takes calls and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			got <- c
+		}
+	}()
+	defer func() {
+		for len(got) > 0 {
+			(<-got).Close()
+		}
+	}()
+	node := newFakeLeadership(ln.Addr().String())
+	a := &Agent{proxy: newLeaderProxy("n2", node, nil, slog.New(slog.DiscardHandler))}
+	input, endInput := context.WithCancel(context.Background())
+	defer endInput()
+	inputClosed = func(context.Context) context.Context { return input }
+	defer func() { inputClosed = rpc.InputClosedContext }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type answer struct {
+		res     rpc.ClaimResult
+		unknown bool
+		err     error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, unknown, err := a.claimOnLeader(ctx, rpc.ClaimParams{WorkerID: "w", RequestID: "r1", WaitMS: 5000})
+		done <- answer{res, unknown, err}
+	}()
+	c := <-got // the claim is out at the leader
+	defer c.Close()
+	endInput() // the client's input ends: the forward is half-closed, its answer awaited
+	// The leader sees the half-close (the end of its input) before the cut.
+	if _, err := io.Copy(io.Discard, c); err != nil {
+		t.Fatalf("the leader's end of the forward: %v, want the half-close", err)
+	}
+	node.lose() // and then the forward is cut before the leader answered
+	r := <-done
+	if !errors.Is(r.err, domain.ErrUnavailable) || !r.unknown {
+		t.Fatalf("answered %+v (unknown %v, err %v), want -32004 with the outcome unknown", r.res, r.unknown, r.err)
 	}
 }

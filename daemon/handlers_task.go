@@ -88,6 +88,11 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	return res, err
 }
 
+// inputClosed is rpc.InputClosedContext: the context that ends when the
+// connection serving ctx stops delivering input (a test replaces it to end
+// a call's input without a connection).
+var inputClosed = rpc.InputClosedContext
+
 // claimOnLeader runs a checked claim; unknown reports an outcome this
 // agent cannot vouch for (the leader may have leased tasks no one heard of).
 func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.ClaimResult, unknown bool, _ error) {
@@ -103,7 +108,7 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 	// wait too.
 	fwdCtx, stopForward := context.WithCancel(withExclusiveForward(ctx))
 	defer stopForward()
-	if gone := rpc.InputClosedContext(ctx); gone != nil {
+	if gone := inputClosed(ctx); gone != nil {
 		defer context.AfterFunc(gone, stopForward)()
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max, RequestID: p.RequestID}
@@ -136,9 +141,18 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 		return out, nil
 	})
 	if err != nil && fwdCtx.Err() != nil && ctx.Err() == nil {
-		// We stopped waiting because the client went away (or its wait
-		// ended while forwarding): no task was handed over here.
-		return rpc.ClaimResult{Tasks: []rpc.Claimed{}}, true, nil
+		// We stopped waiting because the client's input ended (it went
+		// away, half-closed, or this agent is draining it to stop) and the
+		// call did not come back with the leader's answer, which a
+		// half-close normally brings (callExclusive): the forward was cut
+		// (leadership moved, this agent left the cluster), so the leader
+		// may have leased tasks to this request id. A client still reading
+		// (half-closed, or drained by a stopping agent) must not be told
+		// "no tasks": it would forget the request id and those leases would
+		// sit with nobody until they expire. Outcome unknown: re-send.
+		return rpc.ClaimResult{}, true, &domain.UnavailableError{Reason: "this agent stopped waiting for the leader's answer to the " +
+			"claim (its client's input ended while the forward was cut); its outcome is unknown: re-send it with the same request id",
+			RetryAfter: 50 * time.Millisecond}
 	}
 	return res, err != nil && (errors.Is(err, domain.ErrUnavailable) || errors.Is(err, rpc.ErrClosed) || ctx.Err() != nil), err
 }
