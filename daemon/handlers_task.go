@@ -143,15 +143,16 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 	if err != nil && fwdCtx.Err() != nil && ctx.Err() == nil {
 		// We stopped waiting because the client's input ended (it went
 		// away, half-closed, or this agent is draining it to stop) and the
-		// call did not come back with the leader's answer, which a
-		// half-close normally brings (callExclusive): the forward was cut
-		// (leadership moved, this agent left the cluster), so the leader
-		// may have leased tasks to this request id. A client still reading
-		// (half-closed, or drained by a stopping agent) must not be told
-		// "no tasks": it would forget the request id and those leases would
-		// sit with nobody until they expire. Outcome unknown: re-send.
-		return rpc.ClaimResult{}, true, &domain.UnavailableError{Reason: "this agent stopped waiting for the leader's answer to the " +
-			"claim (its client's input ended while the forward was cut); its outcome is unknown: re-send it with the same request id",
+		// claim did not come back with its outcome, which a half-close
+		// normally brings (callExclusive; the dispatcher's grace here): the
+		// forward was cut (leadership moved, this agent left the cluster)
+		// or the claim entry did not settle in time, so tasks may have been
+		// leased to this request id. A client still reading (half-closed,
+		// or drained by a stopping agent) must not be told "no tasks": it
+		// would forget the request id and those leases would sit with
+		// nobody until they expire. Outcome unknown: re-send.
+		return rpc.ClaimResult{}, true, &domain.UnavailableError{Reason: "this agent stopped waiting for the claim's outcome " +
+			"(its client's input ended first); the outcome is unknown: re-send it with the same request id",
 			RetryAfter: 50 * time.Millisecond}
 	}
 	return res, err != nil && (errors.Is(err, domain.ErrUnavailable) || errors.Is(err, rpc.ErrClosed) || ctx.Err() != nil), err

@@ -460,7 +460,7 @@ type applier struct {
 	pickFn func(k, v []byte) bool
 
 	runs, taskCache, queues, breakers cache
-	// queueNames is queueNames' answer, kept for the entry's later claims
+	// queueNamesMemo is queueNames' answer, kept for the entry's later claims
 	// while queueNamesOK: every waiter without a queue filter asks, and the
 	// answer changes only when a queue is created or deleted (queue, flush,
 	// discard and applyQueueDelete clear queueNamesOK).
