@@ -148,20 +148,16 @@ func (f *fakeLeadership) lose() {
 	end()
 }
 
-// A claim forwarded to a leader that this agent then loses (the leader
-// took the claim and may have leased tasks to it, but cannot answer) is
-// answered -32004 as soon as the loss is seen, not at the end of its
-// wait: the worker re-sends its request id through an agent that reaches
-// the leader while those leases still hold. Other forwarded writes keep
-// waiting for a leader within their budget.
-func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
+// silentLeader listens as a leader's forwarding port that takes calls and
+// never answers; each accepted connection is sent on got.
+func silentLeader(t *testing.T) (net.Listener, <-chan net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	got := make(chan net.Conn, 8)
-	go func() { // a leader that takes calls and never answers
+	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -170,11 +166,23 @@ func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
 			got <- c
 		}
 	}()
-	defer func() {
+	t.Cleanup(func() {
+		ln.Close()
 		for len(got) > 0 {
 			(<-got).Close()
 		}
-	}()
+	})
+	return ln, got
+}
+
+// A claim forwarded to a leader that this agent then loses (the leader
+// took the claim and may have leased tasks to it, but cannot answer) is
+// answered -32004 as soon as the loss is seen, not at the end of its
+// wait: the worker re-sends its request id through an agent that reaches
+// the leader while those leases still hold. Other forwarded writes keep
+// waiting for a leader within their budget.
+func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
+	ln, got := silentLeader(t)
 	for _, tc := range []struct {
 		name     string
 		longPoll bool
@@ -221,26 +229,7 @@ func TestClaimForwardAnswersAtOnceWhenTheLeaderIsLost(t *testing.T) {
 // is answered -32004 (re-send), never "no tasks", which would make the
 // worker forget the request id and leave those leases with nobody.
 func TestClaimCutAfterItsInputEndedIsNotAnsweredEmpty(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan net.Conn, 8)
-	go func() { // a leader that takes calls and never answers
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			got <- c
-		}
-	}()
-	defer func() {
-		for len(got) > 0 {
-			(<-got).Close()
-		}
-	}()
+	ln, got := silentLeader(t)
 	node := newFakeLeadership(ln.Addr().String())
 	a := &Agent{proxy: newLeaderProxy("n2", node, nil, slog.New(slog.DiscardHandler))}
 	input, endInput := context.WithCancel(context.Background())
