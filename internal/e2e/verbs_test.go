@@ -22,12 +22,28 @@ func ctx30() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
+// claimOne claims until worker gets one task of types (30 s at most). A
+// -32004 answer (no leader yet, or the agent lost the leader while the
+// claim was out) is what a worker's loop backs off from and claims again
+// after: the client re-sends the claim's request id then, so leases the
+// lost answer held come back.
 func claimOne(t *testing.T, c *rpc.Client, worker string, types ...string) rpc.Claimed {
 	t.Helper()
 	ctx, cancel := ctx30()
 	defer cancel()
 	for ctx.Err() == nil {
 		got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: worker, Types: types, WaitMS: 5000})
+		var re *rpc.Error
+		if errors.As(err, &re) && re.Code == rpc.CodeUnavailable {
+			t.Logf("claim answered %v; claiming again after %v", err, re.RetryAfter())
+			backoff := time.NewTimer(max(re.RetryAfter(), 10*time.Millisecond))
+			select {
+			case <-backoff.C:
+			case <-ctx.Done():
+				backoff.Stop()
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
