@@ -462,8 +462,10 @@ type applier struct {
 	runs, taskCache, queues, breakers cache
 	// queueNamesMemo is queueNames' answer, kept for the entry's later claims
 	// while queueNamesOK: every waiter without a queue filter asks, and the
-	// answer changes only when a queue is created or deleted (queue, flush,
-	// discard and applyQueueDelete clear queueNamesOK).
+	// answer changes only when a queue is created or deleted (queue and
+	// applyQueueDelete clear queueNamesOK, and discard, which drops a failed
+	// command's new queues). A flush changes where a name is read from (the
+	// cache's order or the store), not the set.
 	queueNamesMemo []string
 	queueNamesOK   bool
 	scratch        []byte // flush's comparison encodings

@@ -260,9 +260,6 @@ func (a *applier) flush() {
 		}
 		if !keep || deleted {
 			c.reset()
-			if c == &a.queues {
-				a.queueNamesOK = false
-			}
 		}
 	}
 	if a.counters != nil {

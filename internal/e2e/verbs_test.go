@@ -31,12 +31,12 @@ func claimOne(t *testing.T, c *rpc.Client, worker string, types ...string) rpc.C
 	t.Helper()
 	ctx, cancel := ctx30()
 	defer cancel()
-	for ctx.Err() == nil {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
 		got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: worker, Types: types, WaitMS: 5000})
-		var re *rpc.Error
-		if errors.As(err, &re) && re.Code == rpc.CodeUnavailable {
-			t.Logf("claim answered %v; claiming again after %v", err, re.RetryAfter())
-			backoff := time.NewTimer(max(re.RetryAfter(), 10*time.Millisecond))
+		if errors.Is(err, domain.ErrUnavailable) {
+			d := rpc.Backoff(attempt, 20*time.Millisecond, time.Second, err)
+			t.Logf("claim answered %v; claiming again after %v", err, d)
+			backoff := time.NewTimer(d)
 			select {
 			case <-backoff.C:
 			case <-ctx.Done():
