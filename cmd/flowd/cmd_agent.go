@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -68,6 +69,7 @@ var agentCommand = &cli.Command{
 		&cli.Int64Flag{Name: "state-cache-bytes", EnvVars: []string{"FLOWD_STATE_CACHE_BYTES"}, Usage: "the state store's block cache (badger); the state store also holds two 64 MiB memtables and a 16 MiB index cache", DefaultText: "33554432 (32 MiB)"},
 		&cli.DurationFlag{Name: "raft-commit-timeout", EnvVars: []string{"FLOWD_RAFT_COMMIT_TIMEOUT"}, Usage: "how long the leader waits, with nothing new to replicate, before telling followers the commit index anyway (lower: followers apply sooner once traffic stops; higher: less idle CPU; at most 500ms)", DefaultText: "100ms"},
 		&cli.Int64Flag{Name: "memory-limit", EnvVars: []string{"FLOWD_MEMORY_LIMIT"}, Usage: "soft limit of the agent's Go memory in bytes (as GOMEMLIMIT; GOMEMLIMIT, if set, wins): near it the GC runs more often instead of letting the heap grow (0 = none)"},
+		&cli.DurationFlag{Name: "timer-slack", EnvVars: []string{"FLOWD_TIMER_SLACK"}, Value: time.Millisecond, Usage: "Linux timer slack of the agent's threads (how late a timed sleep may wake, so that close wake-ups merge: less CPU in context switches); set by re-executing the agent once at start, unless it already runs with it (systemd: TimerSlackNSec=); 0 keeps the inherited slack"},
 		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 200, Usage: "Go GC target (as GOGC; GOGC, if set, wins): higher spends less CPU on garbage collection and more memory"},
 		&cli.DurationFlag{Name: "idle-type-after", EnvVars: []string{"FLOWD_IDLE_TYPE_AFTER"}, Usage: "flag a run (run get: waiting for worker) when a ready task's type has had no worker claiming it in its queue for this long", DefaultText: "30s"},
 		&cli.DurationFlag{Name: "shutdown-timeout", EnvVars: []string{"FLOWD_SHUTDOWN_TIMEOUT"}, Usage: "bound on a graceful stop (drain clients, hand over leadership)", DefaultText: "10s"},
@@ -131,6 +133,10 @@ func agentAction(cCtx *cli.Context) error {
 		return err
 	}
 	log := agentLogger(cCtx.App.ErrWriter, cfg.LogLevel, cfg.LogFormat)
+	// Before anything is opened: on success this does not return.
+	if err := ensureTimerSlack(cCtx.Duration("timer-slack")); err != nil {
+		log.Warn("running with the inherited timer slack", "want", cCtx.Duration("timer-slack"), "err", err)
+	}
 	if _, set := os.LookupEnv("GOGC"); !set && cCtx.Int("gc-percent") != 0 {
 		// The agent's live heap is small (hot indexes, caches) while every
 		// command allocates: the default GOGC=100 collects several times a
