@@ -28,6 +28,7 @@ type metrics struct {
 	completed prometheus.Counter
 	failed    prometheus.Counter
 	tasks     *taskMetrics // queue wait, run time, run duration, attempts (taskmetrics.go)
+	slow      *slowCalls   // late -32004 answers, logged (slowcalls.go)
 }
 
 var (
@@ -36,7 +37,7 @@ var (
 )
 
 func newMetrics(a *Agent) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), slow: newSlowCalls(a.log)}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowd_rpc_requests_total",
 		Help: "JSON-RPC requests by method and result code (0 = success)."}, []string{"method", "code"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "flowd_rpc_duration_seconds",
@@ -65,7 +66,8 @@ func newMetrics(a *Agent) *metrics {
 	return m
 }
 
-// instrument wraps every handler with request counting and timing.
+// instrument wraps every handler with request counting and timing, and
+// logs a -32004 answered only after a long wait (slowCalls).
 func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Handler {
 	out := make(map[string]rpc.Handler, len(methods))
 	for name, h := range methods {
@@ -81,8 +83,12 @@ func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Hand
 					code = rpc.ToError(err).Code
 				}
 			}
+			took := time.Since(t0)
 			m.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
-			m.latency.WithLabelValues(name).Observe(time.Since(t0).Seconds())
+			m.latency.WithLabelValues(name).Observe(took.Seconds())
+			if code == rpc.CodeUnavailable {
+				m.slow.unavailable(name, took, err)
+			}
 			return res, err
 		}
 	}
