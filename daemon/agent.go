@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/internal/pki"
 	"github.com/flowd/flowd/rpc"
 )
@@ -125,7 +126,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.wire(a.node, a.node.FSM())
-	a.node.FSM().SetCommitHook(a.metrics.tasks.observe)
+	a.node.FSM().SetCommitHook(a.commitHook)
 	if a.tls != nil {
 		a.proxy.dial = a.tlsForwardDialer()
 	}
@@ -162,6 +163,13 @@ func newAgent(cfg Config, log *slog.Logger) *Agent {
 	a := &Agent{cfg: cfg, log: log, subs: map[subKey]context.CancelFunc{}, subsPerConn: map[any]int{}, workers: newWorkerRegistry()}
 	a.workers.idleAfter.Store(int64(cfg.IdleTypeAfter))
 	return a
+}
+
+// commitHook sees each commit's events (on the FSM's goroutine): the
+// leader's task histograms and the log of leases no worker acknowledged.
+func (a *Agent) commitHook(evs []fsm.Event) {
+	a.metrics.tasks.observe(evs)
+	a.metrics.orphans.observe(evs)
 }
 
 // wire sets up what the handlers use around p and s: in New the node and

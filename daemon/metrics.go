@@ -27,8 +27,9 @@ type metrics struct {
 	claimed   prometheus.Counter
 	completed prometheus.Counter
 	failed    prometheus.Counter
-	tasks     *taskMetrics // queue wait, run time, run duration, attempts (taskmetrics.go)
-	slow      *slowCalls   // late -32004 answers, logged (slowcalls.go)
+	tasks     *taskMetrics  // queue wait, run time, run duration, attempts (taskmetrics.go)
+	slow      *slowCalls    // late -32004 answers, logged (slowcalls.go)
+	orphans   *orphanLeases // leases no worker acknowledged, logged (slowcalls.go)
 }
 
 var (
@@ -50,7 +51,9 @@ func newMetrics(a *Agent) *metrics {
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	// flowd_queue_concurrency_limit (autoconc.go)
 	m.reg.MustRegister(concurrencyCollector{a})
-	m.tasks = newTaskMetrics(func() bool { return a.prop != nil && a.prop.IsLeader() }) // no proposer: a test's bare agent
+	leading := func() bool { return a.prop != nil && a.prop.IsLeader() } // no proposer: a test's bare agent
+	m.tasks = newTaskMetrics(leading)
+	m.orphans = newOrphanLeases(a.log, leading)
 	m.reg.MustRegister(m.tasks.collectors()...)
 	raftSinkOnce.Do(func() {
 		raftMetrics = newRaftSink()

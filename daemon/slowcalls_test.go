@@ -11,20 +11,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
 
-// syncBuffer is a log sink that handlers may write from any goroutine.
+// syncBuffer is a log sink that handlers may write from any goroutine;
+// wrote is signalled (without blocking) after every write.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	if s.wrote != nil {
+		select {
+		case s.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
 }
 
 func (s *syncBuffer) lines() []string {
@@ -95,4 +106,67 @@ func TestLateUnavailableLogIsRateLimited(t *testing.T) {
 	}
 	var nilCalls *slowCalls
 	nilCalls.unavailable("run.submit", time.Hour, err) // a bare agent without metrics: no panic
+}
+
+// A lease that expires before its worker acknowledges the claim is logged
+// by the leader, through the agent's commit hook, with the task and the
+// worker: on a one-node cluster, a claimed task whose worker never calls
+// again comes back after its lease, and the log says so.
+func TestUnacknowledgedLeaseIsLogged(t *testing.T) {
+	out := &syncBuffer{wrote: make(chan struct{}, 1)}
+	n := cluster.NewTestCluster(t, 1, nil).Leader()
+	a := newAgent(Config{NodeID: n.ID()}, slog.New(slog.NewTextHandler(out, nil)))
+	a.wire(n, n.FSM())
+	n.FSM().SetCommitHook(a.commitHook)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sub, err := a.runSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"orphan","lease_ms":200}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.taskClaim(ctx, rpc.ClaimParams{WorkerID: "w-gone", Types: []string{"orphan"}})
+	if err != nil || len(got.Tasks) != 1 {
+		t.Fatalf("claim: %+v %v", got, err)
+	}
+	want := "lease expired before its worker acknowledged"
+	for {
+		for _, l := range out.lines() {
+			if strings.Contains(l, want) {
+				if !strings.Contains(l, "level=WARN") || !strings.Contains(l, "task="+sub.ID+"/a") || !strings.Contains(l, "worker=w-gone") {
+					t.Fatalf("orphan lease line %q, want WARN with the task and the worker", l)
+				}
+				return
+			}
+		}
+		select {
+		case <-out.wrote:
+		case <-ctx.Done():
+			t.Fatalf("no line about the unacknowledged lease; log: %q", out.lines())
+		}
+	}
+}
+
+// Only the leader logs orphan leases (every node applies the same events),
+// and only the unacknowledged ones: an acknowledged lease that expired is
+// a worker that stopped mid-task, reported as its attempt's outcome.
+func TestOrphanLeasesOnlyOnTheLeaderAndOnlyUnacknowledged(t *testing.T) {
+	var out syncBuffer
+	leading := false
+	o := newOrphanLeases(slog.New(slog.NewTextHandler(&out, nil)), func() bool { return leading })
+	unacked := fsm.Event{Kind: "task", RunID: "r", TaskKey: "a", Transition: domain.EdgeReapLease, Worker: "w", Attempt: 1, Error: fsm.OutcomeLeaseUnacked}
+	expired := unacked
+	expired.Error = fsm.OutcomeLeaseExpired
+	o.observe([]fsm.Event{unacked})
+	if l := out.lines(); len(l) != 0 {
+		t.Fatalf("a follower logged: %q", l)
+	}
+	leading = true
+	o.observe([]fsm.Event{expired})
+	if l := out.lines(); len(l) != 0 {
+		t.Fatalf("an acknowledged lease's expiry was logged: %q", l)
+	}
+	o.observe([]fsm.Event{unacked})
+	if l := out.lines(); len(l) != 1 || !strings.Contains(l[0], "task=r/a") {
+		t.Fatalf("leader, unacknowledged: %q, want one line for r/a", l)
+	}
 }
