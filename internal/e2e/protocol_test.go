@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -15,13 +16,35 @@ import (
 
 const pairWorkflow = `{"name":"pair","tasks":[{"key":"a","type":"echo"},{"key":"b","type":"echo","deps":["a"]}]}`
 
-// claimAndComplete claims one task through c and completes it.
+// claimAndComplete claims one task through c and completes it, as a
+// worker does across a failover: a -32004 (no leader yet, or a claim whose
+// forward lost its leader mid-call and so has an unknown outcome) is
+// retried after rpc.Backoff; the client re-sends the claim's request id,
+// so it is answered any lease the lost call made, and a completion repeats
+// safely by its token.
 func claimAndComplete(t *testing.T, ctx context.Context, c *rpc.Client, worker string) rpc.Claimed {
 	t.Helper()
+	attempt := 0
+	retry := func(what string, err error) {
+		if !errors.Is(err, domain.ErrUnavailable) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		d := rpc.Backoff(attempt, 20*time.Millisecond, time.Second, err)
+		attempt++
+		t.Logf("%s answered %v; again after %v", what, err, d)
+		backoff := time.NewTimer(d)
+		defer backoff.Stop()
+		select {
+		case <-backoff.C:
+		case <-ctx.Done():
+			t.Fatalf("%s: %v (the test's deadline passed)", what, err)
+		}
+	}
 	for {
 		tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: worker, WaitMS: 3000})
 		if err != nil {
-			t.Fatalf("claim: %v", err)
+			retry("claim", err)
+			continue
 		}
 		if len(tasks) == 0 {
 			if ctx.Err() != nil {
@@ -29,12 +52,18 @@ func claimAndComplete(t *testing.T, ctx context.Context, c *rpc.Client, worker s
 			}
 			continue
 		}
-		ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken,
-			Result: json.RawMessage(`{"by":"` + worker + `"}`)})
-		if err != nil || !ack.Accepted {
-			t.Fatalf("complete %s: %+v %v", tasks[0].TaskID, ack, err)
+		for {
+			ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken,
+				Result: json.RawMessage(`{"by":"` + worker + `"}`)})
+			if err != nil {
+				retry("complete "+tasks[0].TaskID, err)
+				continue
+			}
+			if !ack.Accepted {
+				t.Fatalf("complete %s: not accepted", tasks[0].TaskID)
+			}
+			return tasks[0]
 		}
-		return tasks[0]
 	}
 }
 
