@@ -20,7 +20,7 @@ import (
 //     (flowd_rpc_requests_total{code="-32004"});
 //   - a lease that expired before its worker acknowledged it (orphanLeases,
 //     on the leader): the claim's answer never reached the worker, or the
-//     worker died at once. The task came back without spending an attempt,
+//     worker stalled or stopped before its first heartbeat or completion. The task came back without spending an attempt,
 //     but only after its whole lease, which its submitter saw as latency.
 //
 // Both were prompted by one job of a paced benchmark pass acknowledged
@@ -102,7 +102,7 @@ func (o *orphanLeases) observe(evs []fsm.Event) {
 			continue
 		}
 		if skipped, ok := o.allow(); ok {
-			o.log.Warn("a lease expired before its worker acknowledged the claim: the claim's answer did not reach the worker, or the worker stopped at once; the task is ready again without spending an attempt, after waiting out its lease",
+			o.log.Warn("a lease expired before its worker acknowledged the claim: the claim's answer did not reach the worker, or the worker stalled or stopped before its first heartbeat or completion; the task is ready again without spending an attempt, after waiting out its lease",
 				"task", ev.RunID+"/"+ev.TaskKey, "worker", ev.Worker, "attempt", ev.Attempt, "index", ev.Index, "more_since_last_line", skipped)
 		}
 	}
