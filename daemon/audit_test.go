@@ -17,16 +17,32 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
-// logBuffer collects a logger's JSON lines (safe for concurrent writers).
+// logBuffer collects a logger's lines (safe for concurrent writers); if
+// wrote is set, every write signals it without blocking.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{}
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	if b.wrote != nil {
+		select {
+		case b.wrote <- struct{}{}:
+		default:
+		}
+	}
+	return n, err
+}
+
+// lines returns the lines logged so far.
+func (b *logBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.FieldsFunc(b.buf.String(), func(r rune) bool { return r == '\n' })
 }
 
 // audits returns the "audit" entries logged so far.

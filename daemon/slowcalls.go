@@ -46,7 +46,7 @@ type rateLog struct {
 // allow reports whether a line may be logged now, and how many were left
 // out since the last one.
 func (r *rateLog) allow() (skipped int, ok bool) {
-	if r == nil || r.log == nil {
+	if r.log == nil {
 		return 0, false
 	}
 	r.mu.Lock()

@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,38 +15,11 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
-// syncBuffer is a log sink that handlers may write from any goroutine;
-// wrote is signalled (without blocking) after every write.
-type syncBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{}
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.b.Write(p)
-	if s.wrote != nil {
-		select {
-		case s.wrote <- struct{}{}:
-		default:
-		}
-	}
-	return n, err
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.FieldsFunc(s.b.String(), func(r rune) bool { return r == '\n' })
-}
-
 // A -32004 answered after a long wait is logged through the handler chain
 // with its method, wait and reason; a fast one, another error and a success
 // are not.
 func TestLateUnavailableAnswersAreLogged(t *testing.T) {
-	var out syncBuffer
+	var out logBuffer
 	a := newAgent(Config{NodeID: "n1"}, slog.New(slog.NewTextHandler(&out, nil)))
 	a.metrics = newMetrics(a)
 	unavailable := &domain.UnavailableError{Reason: "the command did not commit in time; its outcome is unknown", RetryAfter: time.Second}
@@ -83,7 +54,7 @@ func TestLateUnavailableAnswersAreLogged(t *testing.T) {
 
 // At most one line a second; the next line says how many were left out.
 func TestLateUnavailableLogIsRateLimited(t *testing.T) {
-	var out syncBuffer
+	var out logBuffer
 	s := newSlowCalls(slog.New(slog.NewTextHandler(&out, nil)))
 	clock := time.Unix(1_700_000_000, 0)
 	s.now = func() time.Time { return clock }
@@ -110,7 +81,7 @@ func TestLateUnavailableLogIsRateLimited(t *testing.T) {
 // worker: on a one-node cluster, a claimed task whose worker never calls
 // again comes back after its lease, and the log says so.
 func TestUnacknowledgedLeaseIsLogged(t *testing.T) {
-	out := &syncBuffer{wrote: make(chan struct{}, 1)}
+	out := &logBuffer{wrote: make(chan struct{}, 1)}
 	n := cluster.NewTestCluster(t, 1, nil).Leader()
 	a := newAgent(Config{NodeID: n.ID()}, slog.New(slog.NewTextHandler(out, nil)))
 	a.wire(n, n.FSM())
@@ -147,7 +118,7 @@ func TestUnacknowledgedLeaseIsLogged(t *testing.T) {
 // and only the unacknowledged ones: an acknowledged lease that expired is
 // a worker that stopped mid-task, reported as its attempt's outcome.
 func TestOrphanLeasesOnlyOnTheLeaderAndOnlyUnacknowledged(t *testing.T) {
-	var out syncBuffer
+	var out logBuffer
 	leading := false
 	o := newOrphanLeases(slog.New(slog.NewTextHandler(&out, nil)), func() bool { return leading })
 	unacked := fsm.Event{Kind: "task", RunID: "r", TaskKey: "a", Transition: domain.EdgeReapLease, Worker: "w", Attempt: 1, Error: fsm.OutcomeLeaseUnacked}
