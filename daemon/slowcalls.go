@@ -91,15 +91,19 @@ func newOrphanLeases(log *slog.Logger, leader func() bool) *orphanLeases {
 }
 
 // observe is a commit hook: it logs the leases the commit returned because
-// their workers never acknowledged them (fsm returnUnacked).
+// their workers never acknowledged them (fsm returnUnacked). Leadership is
+// asked only when a commit holds one, not on every commit.
 func (o *orphanLeases) observe(evs []fsm.Event) {
-	if o == nil || !o.leader() {
+	if o == nil {
 		return
 	}
 	for i := range evs {
 		ev := &evs[i]
 		if ev.Transition != domain.EdgeReapLease || ev.Error != fsm.OutcomeLeaseUnacked {
 			continue
+		}
+		if !o.leader() {
+			return
 		}
 		if skipped, ok := o.allow(); ok {
 			o.log.Warn("a lease expired before its worker acknowledged the claim: the claim's answer did not reach the worker, or the worker stalled or stopped before its first heartbeat or completion; the task is ready again without spending an attempt, after waiting out its lease",
