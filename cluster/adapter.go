@@ -99,9 +99,19 @@ func (r *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore implements raft.FSM.
+//
+// A snapshot whose state-machine version this binary cannot apply stops the
+// node (as an entry raising the version to it does).
 func (r *raftFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	return r.f.Restore(rc)
+	if err := r.f.Restore(rc); err != nil {
+		return err
+	}
+	if err := r.f.CheckVersion(); err != nil && r.n != nil {
+		r.n.fail(err)
+		return err
+	}
+	return nil
 }
 
 type fsmSnapshot struct {

@@ -216,7 +216,7 @@ type Node struct {
 
 	// Storage health (storage.go) and the digest check (digestcheck.go).
 	failOnce sync.Once
-	failure  atomic.Pointer[StorageFailure]
+	failure  atomic.Pointer[error] // a *StorageFailure or *fsm.VersionError
 	failed   chan struct{}
 	disk     *diskGuard
 	digest   *digestState
@@ -294,6 +294,9 @@ func (n *Node) openStores() error {
 		return err
 	}
 	n.fsm = f
+	if err := f.CheckVersion(); err != nil {
+		return err // this binary cannot serve the stored state's version
+	}
 	if cfg.LogStore == nil || cfg.StableStore == nil {
 		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft", "raft.db"),
 			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
@@ -343,7 +346,10 @@ func (n *Node) catchUpFromSnapshot() error {
 		return err
 	}
 	defer rc.Close()
-	return n.fsm.Restore(rc)
+	if err := n.fsm.Restore(rc); err != nil {
+		return err
+	}
+	return n.fsm.CheckVersion()
 }
 
 func (n *Node) startRaft() error {

@@ -46,11 +46,19 @@ func (e *StorageFailure) Is(target error) bool { return target == ErrStorageFail
 const DefaultMinFreeBytes = 128 << 20
 
 // fail records the first storage failure and tells the daemon (Failed).
+// A *fsm.VersionError (this binary cannot apply the state-machine version
+// the cluster moved to) stops the node the same way, reported as itself.
 func (n *Node) fail(err error) {
 	n.failOnce.Do(func() {
-		f := &StorageFailure{Err: err}
-		n.failure.Store(f)
-		n.log.Error("local storage failed; stopping this node so it cannot diverge or serve wrong data", "err", err)
+		var ve *fsm.VersionError
+		if errors.As(err, &ve) {
+			n.failure.Store(&err)
+			n.log.Error("this binary cannot apply the cluster's state-machine version; stopping before the entry instead of diverging", "err", err)
+		} else {
+			f := error(&StorageFailure{Err: err})
+			n.failure.Store(&f)
+			n.log.Error("local storage failed; stopping this node so it cannot diverge or serve wrong data", "err", err)
+		}
 		close(n.failed)
 	})
 }
@@ -61,7 +69,7 @@ func (n *Node) Failed() <-chan struct{} { return n.failed }
 // Failure returns the storage failure that stopped the node, or nil.
 func (n *Node) Failure() error {
 	if f := n.failure.Load(); f != nil {
-		return f
+		return *f
 	}
 	return nil
 }

@@ -16,16 +16,6 @@ import (
 //	acl/t/<id>       ACLToken (JSON)
 //	acl/h/<hash>     the id of the token with that hash (hex SHA-256)
 
-const (
-	MsgACLTokenCreate MsgType = 46
-	MsgACLTokenDelete MsgType = 47
-)
-
-func init() {
-	msgNames[MsgACLTokenCreate] = "acl_token_create"
-	msgNames[MsgACLTokenDelete] = "acl_token_delete"
-}
-
 var (
 	pfxACLToken = []byte("acl/t/")
 	pfxACLHash  = []byte("acl/h/")

@@ -17,20 +17,6 @@ import (
 // cap it is told is within the bounds and that it answers the cap the
 // leader saw (From), so every replica agrees without replaying the rule.
 
-// Adaptive concurrency commands.
-const (
-	// MsgQueueAuto turns a queue's auto concurrency on (or changes its
-	// bounds).
-	MsgQueueAuto MsgType = 54
-	// MsgQueueCap is the controller's change of an auto queue's cap.
-	MsgQueueCap MsgType = 55
-)
-
-func init() {
-	msgNames[MsgQueueAuto] = "queue_auto"
-	msgNames[MsgQueueCap] = "queue_cap"
-}
-
 // QueueAuto sets queue Name's concurrency to auto within [Min, Max], aiming
 // at completion latency TargetLatencyMS (0: the default, 1 s). queue.set
 // with a number (QueueSet) turns it off again.

@@ -18,16 +18,6 @@ import (
 //
 //	df/<name>/<version8>   Definition (JSON), written once
 
-const (
-	MsgDefinitionPut    MsgType = 36
-	MsgSubmitDefinition MsgType = 37
-)
-
-func init() {
-	msgNames[MsgDefinitionPut] = "definition_put"
-	msgNames[MsgSubmitDefinition] = "submit_definition"
-}
-
 var pfxDefinition = []byte("df/")
 
 // Names never hold '/' (domain.ValidKey), so the prefix of a name is exact.

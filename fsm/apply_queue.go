@@ -314,6 +314,11 @@ func (a *applier) applyMulti(c *Multi) any {
 		if err == nil && cmd.Type() == MsgMulti {
 			err = fmt.Errorf("%w: nested multi", ErrBadCommand)
 		}
+		if err == nil && cmd.Type() == MsgSetVersion {
+			// A node that cannot apply the version must stop before the
+			// entry (ApplyBatch), which it can only see at the top level.
+			err = fmt.Errorf("%w: set_version inside a multi", ErrBadCommand)
+		}
 		if err != nil {
 			out.Results[i] = err
 			continue

@@ -13,11 +13,6 @@ import (
 // bucket the task passes through, at the entry's stamped time; a task whose
 // bucket is empty stays ready and is not looked at by the claim.
 
-// MsgRateLimitSet sets or removes a rate limit.
-const MsgRateLimitSet MsgType = 40
-
-func init() { msgNames[MsgRateLimitSet] = "rate_limit_set" }
-
 // RateLimitSet sets queue Queue's rate limit, or with Type set the limit of
 // that task type's tasks in the queue. RateMilli 0 removes it.
 type RateLimitSet struct {

@@ -70,7 +70,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			ErrTooManyRuns, cnt.ActiveRuns, s.MaxRunningRuns)
 	}
 	r := &Run{
-		ID: id, Workflow: spec.Name, Spec: spec, OnFailure: spec.OnFailure, Input: input, Labels: labels,
+		ID: id, Workflow: spec.Name, Spec: spec, OnFailure: spec.OnFailure, Input: input, Labels: a.probeLabels(labels),
 		ParentID: parent, ReplayOf: parent, Nonce: nonce,
 		Counts:    domain.TaskCounts{domain.TaskPending: len(spec.Tasks)},
 		CreatedAt: a.now, CreateIndex: a.index, ModifyIndex: a.index,

@@ -21,22 +21,6 @@ import (
 //	sc/<id>    Schedule (JSON; mirrored in memory)
 //	ssp/<id>   ScheduleBody: the frozen spec and input, written once
 
-const (
-	MsgScheduleCreate  MsgType = 24
-	MsgScheduleFire    MsgType = 25
-	MsgSchedulePause   MsgType = 26
-	MsgScheduleTrigger MsgType = 27
-	MsgScheduleDelete  MsgType = 28
-)
-
-func init() {
-	msgNames[MsgScheduleCreate] = "schedule_create"
-	msgNames[MsgScheduleFire] = "schedule_fire"
-	msgNames[MsgSchedulePause] = "schedule_pause"
-	msgNames[MsgScheduleTrigger] = "schedule_trigger"
-	msgNames[MsgScheduleDelete] = "schedule_delete"
-}
-
 var (
 	pfxSchedule     = []byte("sc/")
 	pfxScheduleBody = []byte("ssp/")

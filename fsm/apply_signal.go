@@ -38,11 +38,6 @@ type RunSignal struct {
 func (*TaskSignal) Type() MsgType { return MsgTaskSignal }
 func (*RunSignal) Type() MsgType  { return MsgRunSignal }
 
-func init() {
-	msgNames[MsgTaskSignal] = "task_signal"
-	msgNames[MsgRunSignal] = "run_signal"
-}
-
 // SignalResult answers task.signal and run.signal. Accepted false is a
 // lost race (the task is not waiting: not yet, or no longer). Tasks lists
 // the keys the signal completed (a re-sent signal lists them again).

@@ -16,11 +16,6 @@ package fsm
 // costs one extra lease period for those tasks; an acknowledged lease is
 // left alone (its worker heartbeats or completes on its own).
 
-// MsgNewTerm is a new leader's first command, after its barrier.
-const MsgNewTerm MsgType = 60
-
-func init() { msgNames[MsgNewTerm] = "new_term" }
-
 // NewTerm renews up to Limit (0: 1000) unacknowledged leases, and stops
 // early at half the entry write limit (a running task's record holds its
 // input, up to 1 MiB); More in its CountResult asks for another.

@@ -35,11 +35,6 @@ type DigestVerdict struct {
 // Type implements Command.
 func (*DigestVerdict) Type() MsgType { return MsgDigestVerdict | IgnoreUnknown }
 
-func init() {
-	msgNames[MsgDigestMark] = "digest_mark"
-	msgNames[MsgDigestVerdict] = "digest_verdict"
-}
-
 // EncodeDigestMark and EncodeDigestVerdict encode the two commands without
 // a stamp (see above).
 func EncodeDigestMark() []byte { return []byte{byte(MsgDigestMark | IgnoreUnknown), '{', '}'} }

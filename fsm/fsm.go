@@ -212,6 +212,7 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		}
 	}
 	inBatch := 0 // entries in the current buffer
+	var fatal error // a VersionError: stop after committing what came before
 	for i, e := range entries {
 		if e.Index <= applied {
 			results[i] = nil
@@ -221,6 +222,13 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		a := &applier{tx: batch, index: e.Index, limits: f.limits}
 		sc.lend(a)
 		res := a.run(e.Data)
+		if ve, ok := res.(*VersionError); ok {
+			// This binary cannot apply the version the cluster moves to:
+			// stop before the entry, keeping what came before it.
+			batch.rollback()
+			fatal = ve
+			break
+		}
 		if inBatch > 0 && (batch.size > maxBytes || batch.items.Len() > maxWrites) {
 			// This entry would take the buffer past what one store
 			// transaction holds: undo it, close the buffer before it, and
@@ -252,6 +260,9 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			closed = append(closed, batch)
 			batch, inBatch = sc.overlay(batch), 0
 		}
+	}
+	if fatal != nil {
+		defer f.OnFatal(fatal)
 	}
 	if last == applied {
 		return results
@@ -358,6 +369,9 @@ func (a *applier) dispatch(cmd Command) any {
 	if testApplyHook != nil {
 		testApplyHook(cmd)
 	}
+	if err := a.checkSince(cmd); err != nil {
+		return err
+	}
 	switch c := cmd.(type) {
 	case *Submit:
 		return a.applySubmit(c)
@@ -428,6 +442,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyACLTokenCreate(c)
 	case *ACLTokenDelete:
 		return a.applyACLTokenDelete(c)
+	case *SetVersion:
+		return a.applySetVersion(c)
 	default:
 		return fmt.Errorf("%w: no handler for %s", ErrBadCommand, cmd.Type())
 	}
