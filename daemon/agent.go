@@ -22,9 +22,10 @@ import (
 // its Unix socket (and optional TCP listener), the inter-node forwarding
 // listener, and the HTTP health/metrics endpoint.
 type Agent struct {
-	cfg   Config
-	log   *slog.Logger
-	specs specCache // parsed run.submit specs (speccache.go)
+	cfg     Config
+	log     *slog.Logger
+	specs   specCache    // parsed run.submit specs (speccache.go)
+	upgrade upgradeState // the leader's auto-finalize clock (upgrade.go)
 	// unknownClaims: claims this agent gave a request id (the client sent
 	// none) whose outcome is unknown; the worker's next claim re-sends the
 	// id (taskClaim).
@@ -149,12 +150,14 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	fwdMethods = a.refuseUnhealthy(fwdMethods)
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
+	fwdMethods[methodMemberInfo] = rpc.Func(a.memberInfo) // members' versions (upgrade.go)
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	if clientL != nil {
 		clientL = a.clientListener(clientL) // TLS and tokens (acl.go)
 		go a.watchTokens(a.stopCtx())
 	}
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
+	go a.upgradeLoop(a.stopCtx())
 	ok = true
 	return a, nil
 }

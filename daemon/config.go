@@ -89,8 +89,17 @@ type Config struct {
 	// queue) for this long flags its run (run.get waiting_for_worker).
 	// Default 30s.
 	IdleTypeAfter time.Duration `json:"idle_type_after,omitempty"`
-	Version       string        `json:"-"`
+	// UpgradeAutoFinalize: the leader raises the cluster's state-machine
+	// version once every voter has applied a newer one for this long
+	// (upgrade.go). Zero: DefaultUpgradeAutoFinalize; negative: never
+	// (only `flowd operator upgrade finalize`).
+	UpgradeAutoFinalize time.Duration `json:"upgrade_auto_finalize,omitempty"`
+	Version             string        `json:"-"`
 }
+
+// DefaultUpgradeAutoFinalize is --upgrade-auto-finalize when unset: long
+// enough to roll a release back after the last agent was upgraded.
+const DefaultUpgradeAutoFinalize = 10 * time.Minute
 
 // DefaultIdleTypeAfter is --idle-type-after when unset.
 const DefaultIdleTypeAfter = 30 * time.Second
@@ -114,7 +123,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after"} {
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -211,6 +220,9 @@ func (c Config) Merge(over Config) Config {
 	if over.IdleTypeAfter != 0 {
 		c.IdleTypeAfter = over.IdleTypeAfter
 	}
+	if over.UpgradeAutoFinalize != 0 {
+		c.UpgradeAutoFinalize = over.UpgradeAutoFinalize
+	}
 	return c
 }
 
@@ -237,6 +249,9 @@ func (c *Config) Normalize() error {
 	}
 	if c.IdleTypeAfter == 0 {
 		c.IdleTypeAfter = DefaultIdleTypeAfter
+	}
+	if c.UpgradeAutoFinalize == 0 {
+		c.UpgradeAutoFinalize = DefaultUpgradeAutoFinalize
 	}
 	if c.IdleTypeAfter < 0 {
 		problems = append(problems, fmt.Sprintf("--idle-type-after %s must be positive (default %s)", c.IdleTypeAfter, DefaultIdleTypeAfter))

@@ -36,7 +36,7 @@ func (a *Agent) clusterStatus(context.Context, struct{}) (rpc.ClusterStatus, err
 	s := a.node.Status()
 	return rpc.ClusterStatus{NodeID: s.NodeID, LeaderID: s.LeaderID, State: strings.ToLower(s.State), Term: s.Term,
 		CommitIndex: s.CommitIndex, AppliedIndex: s.AppliedIndex, LastContact: s.LastContact,
-		Peers: a.peers(), Version: a.cfg.Version, PID: os.Getpid()}, nil
+		Peers: a.peers(), Version: a.cfg.Version, PID: os.Getpid(), FSMVersion: a.fsmVersion()}, nil
 }
 
 func (a *Agent) clusterStats(context.Context, struct{}) (rpc.ClusterStats, error) {
@@ -66,8 +66,19 @@ func (a *Agent) clusterDigest(context.Context, struct{}) (rpc.DigestResult, erro
 	return rpc.DigestResult{Digest: d, AppliedIndex: idx}, err
 }
 
-func (a *Agent) raftPeers(context.Context, struct{}) (rpc.PeersResult, error) {
-	return rpc.PeersResult{Peers: a.peers()}, nil
+// raftPeers lists the configuration with what each member reports of its
+// release and state-machine versions (asked in parallel, a second at most).
+func (a *Agent) raftPeers(ctx context.Context, _ struct{}) (rpc.PeersResult, error) {
+	peers := a.peers()
+	members := a.memberVersions(ctx)
+	for i := range peers {
+		for j := range members {
+			if members[j].ID == peers[i].ID {
+				peers[i].Member = &members[j]
+			}
+		}
+	}
+	return rpc.PeersResult{Peers: peers}, nil
 }
 
 func (a *Agent) raftAddPeer(ctx context.Context, p rpc.PeerParams) (rpc.OK, error) {

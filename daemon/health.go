@@ -26,6 +26,7 @@ const ExitStorage = 70
 var healthExempt = map[string]bool{
 	rpc.MethodHello: true, rpc.MethodClusterStatus: true, rpc.MethodClusterDigest: true,
 	rpc.MethodRaftPeers: true, rpc.MethodRaftTransfer: true, rpc.MethodRaftRemovePeer: true,
+	rpc.MethodUpgradeStatus: true,
 }
 
 // refuseUnhealthy makes every client method except healthExempt answer
@@ -65,6 +66,18 @@ func (a *Agent) refusing() string {
 		return ""
 	}
 	return a.node.Serving()
+}
+
+// ExitVersion is the agent's exit code when its binary cannot apply the
+// cluster's state-machine version (fsm.VersionError): install the release
+// the other members run (docs/operations.md, "Rolling upgrades").
+const ExitVersion = 78
+
+// IsVersionRefusal reports whether err (from New or Run) says this binary
+// cannot apply the cluster's state-machine version.
+func IsVersionRefusal(err error) bool {
+	var ve *fsm.VersionError
+	return errors.As(err, &ve)
 }
 
 // IsStorageFailure reports whether err (from New or Run) is a local

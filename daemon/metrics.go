@@ -51,6 +51,7 @@ func newMetrics(a *Agent) *metrics {
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
 	// flowd_queue_concurrency_limit (autoconc.go)
 	m.reg.MustRegister(concurrencyCollector{a})
+	m.reg.MustRegister(versionCollector{a})                              // flowd_fsm_version (upgrade.go)
 	leading := func() bool { return a.prop != nil && a.prop.IsLeader() } // no proposer: a test's bare agent
 	m.tasks = newTaskMetrics(leading)
 	m.orphans = newOrphanLeases(a.log, leading)

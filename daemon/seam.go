@@ -97,6 +97,8 @@ type stateReader interface {
 	LatestEvents(runID string, limit int) ([]fsm.Event, error)
 	Digest() (string, uint64, error)
 	Snapshot() (*fsm.Snapshot, error)
+	// ActiveVersion is the cluster's state-machine version as applied here.
+	ActiveVersion() fsm.Version
 }
 
 var (

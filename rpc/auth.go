@@ -85,6 +85,7 @@ var methodRoles = map[string]Role{
 	MethodSettingsGet:   RoleRead,
 	MethodWorkersList:   RoleRead,
 	MethodRaftPeers:     RoleRead,
+	MethodUpgradeStatus: RoleRead,
 }
 
 // MethodRoles returns the roles that may call method (admin always may).

@@ -289,42 +289,44 @@ const (
 )
 
 var methodRoutes = map[string]routeClass{
-	MethodHello:          routeLocal,
-	MethodClusterStatus:  routeLocal,
-	MethodClusterStats:   routeLocal, // tasks_per_second is the agent's own meter
-	MethodClusterDigest:  routeLocal,
-	MethodRaftPeers:      routeLocal,
-	MethodEventsSub:      routeLocal,
-	MethodEventsUnsub:    routeLocal,
-	MethodSnapshotSave:   routeLocal, // the connected agent writes the file
-	MethodRunGet:         routeRead,  // leader-bound with consistent: true (see classify)
-	MethodRunList:        routeRead,  // same
-	MethodRunStats:       routeRead,
-	MethodTaskGet:        routeRead,
-	MethodEventsList:     routeRead,
-	MethodQueueList:      routeRead,
-	MethodSettingsGet:    routeRead,
-	MethodRunSubmit:      routeLeader,
-	MethodRunReplay:      routeLeader,
-	MethodRunCancel:      routeLeader,
-	MethodRunInterrupt:   routeLeader,
-	MethodRunResume:      routeLeader,
-	MethodRunRevert:      routeLeader,
-	MethodRunWait:        routeLeader, // long poll
-	MethodTaskClaim:      routeLeader, // long poll
-	MethodTaskHeartbeat:  routeLeader,
-	MethodTaskComplete:   routeLeader,
-	MethodTaskFail:       routeLeader,
-	MethodQueuePause:     routeLeader,
-	MethodQueueResume:    routeLeader,
-	MethodQueueSet:       routeLeader,
-	MethodQueueDelete:    routeLeader,
-	MethodSettingsSet:    routeLeader,
-	MethodWorkersList:    routeLeader, // the list lives in the leader's memory
-	MethodRaftAddPeer:    routeLeader,
-	MethodRaftRemovePeer: routeLeader,
-	MethodRaftTransfer:   routeLeader,
-	MethodSnapshotRest:   routeLeader, // the file is read on the leader's machine
+	MethodHello:           routeLocal,
+	MethodClusterStatus:   routeLocal,
+	MethodClusterStats:    routeLocal, // tasks_per_second is the agent's own meter
+	MethodClusterDigest:   routeLocal,
+	MethodRaftPeers:       routeLocal,
+	MethodUpgradeStatus:   routeLocal, // the connected agent asks every member
+	MethodEventsSub:       routeLocal,
+	MethodEventsUnsub:     routeLocal,
+	MethodSnapshotSave:    routeLocal, // the connected agent writes the file
+	MethodRunGet:          routeRead,  // leader-bound with consistent: true (see classify)
+	MethodRunList:         routeRead,  // same
+	MethodRunStats:        routeRead,
+	MethodTaskGet:         routeRead,
+	MethodEventsList:      routeRead,
+	MethodQueueList:       routeRead,
+	MethodSettingsGet:     routeRead,
+	MethodRunSubmit:       routeLeader,
+	MethodRunReplay:       routeLeader,
+	MethodRunCancel:       routeLeader,
+	MethodRunInterrupt:    routeLeader,
+	MethodRunResume:       routeLeader,
+	MethodRunRevert:       routeLeader,
+	MethodRunWait:         routeLeader, // long poll
+	MethodTaskClaim:       routeLeader, // long poll
+	MethodTaskHeartbeat:   routeLeader,
+	MethodTaskComplete:    routeLeader,
+	MethodTaskFail:        routeLeader,
+	MethodQueuePause:      routeLeader,
+	MethodQueueResume:     routeLeader,
+	MethodQueueSet:        routeLeader,
+	MethodQueueDelete:     routeLeader,
+	MethodSettingsSet:     routeLeader,
+	MethodWorkersList:     routeLeader, // the list lives in the leader's memory
+	MethodRaftAddPeer:     routeLeader,
+	MethodRaftRemovePeer:  routeLeader,
+	MethodRaftTransfer:    routeLeader,
+	MethodUpgradeFinalize: routeLeader,
+	MethodSnapshotRest:    routeLeader, // the file is read on the leader's machine
 }
 
 // Schedule methods (params and results: rpc/schedrpc).

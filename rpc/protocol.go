@@ -49,10 +49,15 @@ const (
 	MethodRaftAddPeer    = "operator.raft.add_peer"
 	MethodRaftRemovePeer = "operator.raft.remove_peer"
 	MethodRaftTransfer   = "operator.raft.transfer_leadership"
-	MethodSnapshotSave   = "snapshot.save"
-	MethodSnapshotRest   = "snapshot.restore"
-	MethodTaskSignal     = "task.signal"
-	MethodRunSignal      = "run.signal"
+	// MethodUpgradeStatus and MethodUpgradeFinalize show and raise the
+	// cluster's state-machine version (docs/operations.md, "Rolling
+	// upgrades").
+	MethodUpgradeStatus   = "operator.upgrade.status"
+	MethodUpgradeFinalize = "operator.upgrade.finalize"
+	MethodSnapshotSave    = "snapshot.save"
+	MethodSnapshotRest    = "snapshot.restore"
+	MethodTaskSignal      = "task.signal"
+	MethodRunSignal       = "run.signal"
 
 	// NotifyEvent is the server notification of events.subscribe.
 	NotifyEvent = "event"
@@ -434,6 +439,54 @@ type Peer struct {
 	Address  string `json:"address"`
 	Suffrage string `json:"suffrage"`
 	State    string `json:"state,omitempty"` // leader | follower | unknown
+	// Member is what the peer reported of itself (operator.raft.list_peers
+	// asks each one; nil when it did not answer).
+	Member *MemberVersion `json:"member,omitempty"`
+}
+
+// FSMVersion is a node's view of state-machine versions: the cluster's
+// active one (as applied here) and the range this binary applies.
+type FSMVersion struct {
+	Active int `json:"active"`
+	Min    int `json:"min"`
+	Max    int `json:"max"`
+}
+
+// MemberVersion is one member's release and the state-machine versions
+// its binary applies, as it answered (or why it did not).
+type MemberVersion struct {
+	ID      string `json:"id"`
+	Voter   bool   `json:"voter"`
+	Release string `json:"release,omitempty"` // the binary's version
+	Min     int    `json:"min,omitempty"`
+	Max     int    `json:"max,omitempty"`
+	// Error says why the member's versions are unknown (down, or a release
+	// from before versioning, which applies version 1 only).
+	Error string `json:"error,omitempty"`
+}
+
+// UpgradeStatus of operator.upgrade.status.
+type UpgradeStatus struct {
+	Active  int             `json:"active"`
+	Members []MemberVersion `json:"members"`
+	// Target is the highest version every voter applies: what finalize
+	// would raise the cluster to (0 when a voter's range is unknown).
+	Target int `json:"target"`
+	// Blocker says why finalize would not raise it ("" when it would, or
+	// the cluster is at Target).
+	Blocker string `json:"blocker,omitempty"`
+	// AutoFinalizeAfter is the agent's --upgrade-auto-finalize (0: off);
+	// EligibleSinceMS, on the leader, when every voter started supporting
+	// Target (Unix ms; 0: not eligible).
+	AutoFinalizeAfter string `json:"auto_finalize_after,omitempty"`
+	EligibleSinceMS   int64  `json:"eligible_since_ms,omitempty"`
+}
+
+// UpgradeResult of operator.upgrade.finalize.
+type UpgradeResult struct {
+	From    int  `json:"from"`
+	To      int  `json:"to"`
+	Changed bool `json:"changed"`
 }
 
 // ClusterStatus of cluster.status.
@@ -448,6 +501,8 @@ type ClusterStatus struct {
 	Peers        []Peer `json:"peers"`
 	Version      string `json:"version,omitempty"`
 	PID          int    `json:"pid,omitempty"` // the agent's process id on its machine
+	// FSMVersion: the active state-machine version and this binary's range.
+	FSMVersion *FSMVersion `json:"fsm_version,omitempty"`
 }
 
 // ClusterStats of cluster.stats.

@@ -72,6 +72,7 @@ var agentCommand = &cli.Command{
 		&cli.DurationFlag{Name: "timer-slack", EnvVars: []string{"FLOWD_TIMER_SLACK"}, Value: time.Millisecond, Usage: "Linux timer slack of the agent's threads (how late a timed sleep may wake, so that close wake-ups merge: less CPU in context switches); set by re-executing the agent once at start, unless it already runs with it (systemd: TimerSlackNSec=); 0 keeps the inherited slack"},
 		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 200, Usage: "Go GC target (as GOGC; GOGC, if set, wins): higher spends less CPU on garbage collection and more memory"},
 		&cli.DurationFlag{Name: "idle-type-after", EnvVars: []string{"FLOWD_IDLE_TYPE_AFTER"}, Usage: "flag a run (run get: waiting for worker) when a ready task's type has had no worker claiming it in its queue for this long", DefaultText: "30s"},
+		&cli.DurationFlag{Name: "upgrade-auto-finalize", EnvVars: []string{"FLOWD_UPGRADE_AUTO_FINALIZE"}, Usage: "the leader raises the cluster's state-machine version once every voter's release has applied a newer one for this long (docs/operations.md, \"Rolling upgrades\"); negative: never, finalize by hand with `flowd operator upgrade finalize`", DefaultText: "10m"},
 		&cli.DurationFlag{Name: "shutdown-timeout", EnvVars: []string{"FLOWD_SHUTDOWN_TIMEOUT"}, Usage: "bound on a graceful stop (drain clients, hand over leadership)", DefaultText: "10s"},
 	},
 	Action: agentAction,
@@ -103,7 +104,8 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		CommitTimeout:     cCtx.Duration("raft-commit-timeout"),
 		RaftLogCacheBytes: cCtx.Int("raft-log-cache-bytes"), StateCacheBytes: cCtx.Int64("state-cache-bytes"),
 		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
-		TLSCA: cCtx.String("tls-ca"), TLSCert: cCtx.String("tls-cert"), TLSKey: cCtx.String("tls-key"),
+		UpgradeAutoFinalize: cCtx.Duration("upgrade-auto-finalize"),
+		TLSCA:               cCtx.String("tls-ca"), TLSCert: cCtx.String("tls-cert"), TLSKey: cCtx.String("tls-key"),
 		InsecurePlaintext: cCtx.Bool("insecure-plaintext"),
 		AllowAdminUIDs:    cCtx.String("allow-admin-uids"), AllowAdminGIDs: cCtx.String("allow-admin-gids"),
 		AllowWorkerUIDs: cCtx.String("allow-worker-uids"), AllowWorkerGIDs: cCtx.String("allow-worker-gids"),
@@ -155,6 +157,10 @@ func agentAction(cCtx *cli.Context) error {
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 	a, err := daemon.New(cfg, log)
+	if err != nil && daemon.IsVersionRefusal(err) {
+		return &cliError{code: daemon.ExitVersion, msg: fmt.Sprintf("agent %s refuses to start: %v", cfg.NodeID, err),
+			hint: "see docs/operations.md, \"Rolling upgrades\""}
+	}
 	if err != nil && daemon.IsStorageFailure(err) {
 		return &cliError{code: daemon.ExitStorage, msg: fmt.Sprintf("agent %s refuses to start: %v", cfg.NodeID, err),
 			hint: "the data dir's storage is damaged or full; see docs/operations.md, \"Storage failures\""}
@@ -199,6 +205,10 @@ func agentAction(cCtx *cli.Context) error {
 		}
 	}()
 	if err := a.Run(ctx); err != nil {
+		if daemon.IsVersionRefusal(err) {
+			return &cliError{code: daemon.ExitVersion, msg: fmt.Sprintf("agent %s stopped: %v", cfg.NodeID, err),
+				hint: "see docs/operations.md, \"Rolling upgrades\""}
+		}
 		if daemon.IsStorageFailure(err) {
 			return &cliError{code: daemon.ExitStorage, msg: fmt.Sprintf("agent %s stopped: %v", cfg.NodeID, err),
 				hint: "see docs/operations.md, \"Storage failures\""}

@@ -13,7 +13,7 @@ func init() { commands = append(commands, operatorCommand) }
 
 var operatorCommand = &cli.Command{
 	Name:  "operator",
-	Usage: "cluster membership and leadership",
+	Usage: "cluster membership, leadership and upgrades",
 	Subcommands: []*cli.Command{
 		{
 			Name:  "raft",
@@ -35,6 +35,7 @@ var operatorCommand = &cli.Command{
 				},
 			},
 		},
+		upgradeCommand, // cmd_upgrade.go
 	},
 }
 
@@ -56,9 +57,13 @@ func raftListAction(cCtx *cli.Context) error {
 		return printJSON(w, res)
 	}
 	tw := newTable(w)
-	row(tw, "ID", "ADDRESS", "SUFFRAGE", "STATE")
+	row(tw, "ID", "ADDRESS", "SUFFRAGE", "STATE", "RELEASE", "FSM VERSIONS")
 	for _, p := range res.Peers {
-		row(tw, p.ID, p.Address, p.Suffrage, dash(p.State))
+		release, versions := "-", "-"
+		if m := p.Member; m != nil {
+			release, versions = dash(m.Release), memberRange(*m)
+		}
+		row(tw, p.ID, p.Address, p.Suffrage, dash(p.State), release, versions)
 	}
 	return tw.Flush()
 }
