@@ -151,6 +151,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	fwdMethods = a.refuseUnhealthy(fwdMethods)
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
 	fwdMethods[methodMemberInfo] = rpc.Func(a.memberInfo) // members' versions (upgrade.go)
+	fwdMethods[methodPublishMeta] = rpc.Func(a.publishMetaFor) // members' addresses (members.go)
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	if clientL != nil {
 		clientL = a.clientListener(clientL) // TLS and tokens (acl.go)
@@ -158,6 +159,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
 	go a.upgradeLoop(a.stopCtx())
+	go a.metaLoop(a.stopCtx(), meta)
 	ok = true
 	return a, nil
 }

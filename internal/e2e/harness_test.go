@@ -52,6 +52,7 @@ func freePort(t testing.TB) int { return testutil.Port(t) }
 type agent struct {
 	id, dir, sock, raft, fwd string
 	args                     []string
+	bin                      string // the binary to start ("": flowdBin)
 	cmd                      *exec.Cmd
 	exited                   chan struct{}
 	log                      *os.File
@@ -93,7 +94,11 @@ func (c *cluster) start(a *agent) {
 		c.t.Fatal(err)
 	}
 	a.log = f
-	a.cmd = exec.Command(flowdBin, a.args...)
+	bin := a.bin
+	if bin == "" {
+		bin = flowdBin
+	}
+	a.cmd = exec.Command(bin, a.args...)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	if err := a.cmd.Start(); err != nil {
 		c.t.Fatal(err)
