@@ -150,7 +150,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	fwdMethods = a.refuseUnhealthy(fwdMethods)
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
-	fwdMethods[methodMemberInfo] = rpc.Func(a.memberInfo) // members' versions (upgrade.go)
+	fwdMethods[methodMemberInfo] = rpc.Func(a.memberInfo)      // members' versions (upgrade.go)
 	fwdMethods[methodPublishMeta] = rpc.Func(a.publishMetaFor) // members' addresses (members.go)
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	if clientL != nil {

@@ -211,7 +211,7 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			maxBytes, maxWrites = b, w
 		}
 	}
-	inBatch := 0 // entries in the current buffer
+	inBatch := 0    // entries in the current buffer
 	var fatal error // a VersionError: stop after committing what came before
 	for i, e := range entries {
 		if e.Index <= applied {
