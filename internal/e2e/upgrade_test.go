@@ -62,13 +62,15 @@ type jobLoad struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	gate    chan struct{} // closed: the producer may submit
+	more    chan struct{} // closed at the producer's next run
 	runs    []string
 	tokens  map[string]map[uint64]bool // task id -> tokens of accepted completions
 	doubled []string
 }
 
 func startJobLoad(t *testing.T, c *cluster) *jobLoad {
-	l := &jobLoad{t: t, cl: c.client(), stop: make(chan struct{}), gate: make(chan struct{}), tokens: map[string]map[uint64]bool{}}
+	l := &jobLoad{t: t, cl: c.client(), stop: make(chan struct{}), gate: make(chan struct{}), more: make(chan struct{}),
+		tokens: map[string]map[uint64]bool{}}
 	close(l.gate)
 	l.wg.Add(3)
 	go l.produce()
@@ -108,6 +110,8 @@ func (l *jobLoad) produce() {
 		}
 		l.mu.Lock()
 		l.runs = append(l.runs, id)
+		close(l.more)
+		l.more = make(chan struct{})
 		l.mu.Unlock()
 		select {
 		case <-l.stop:
@@ -154,6 +158,25 @@ func (l *jobLoad) work(worker string) {
 			}
 		}
 	}
+}
+
+// grow waits until the producer has submitted n more runs.
+func (l *jobLoad) grow(n int) {
+	l.t.Helper()
+	deadline := time.After(60 * time.Second)
+	l.mu.Lock()
+	want := len(l.runs) + n
+	for len(l.runs) < want {
+		more := l.more
+		l.mu.Unlock()
+		select {
+		case <-more:
+		case <-deadline:
+			l.t.Fatalf("the load made no progress: %d of %d runs in 60s", len(l.submitted()), want)
+		}
+		l.mu.Lock()
+	}
+	l.mu.Unlock()
 }
 
 // pause stops the producer and waits until every run it submitted has
@@ -291,6 +314,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	load := startJobLoad(t, c)
 	step := func(what string) {
 		t.Helper()
+		load.grow(50) // the load goes on with the new agent
 		load.pause()
 		sameState(t, c)
 		for id, v := range c.fsmVersions(func(*rpc.FSMVersion) bool { return true }) {
@@ -305,6 +329,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		}
 		t.Logf("%s: %d runs, replicas equal", what, len(load.submitted()))
 		load.resume()
+		load.grow(50) // under load when the next agent is replaced
 	}
 	step("all on the release")
 	// Upgrade n1, roll it back (allowed: the active version is still 1),
