@@ -60,7 +60,16 @@ const hookAnchor = "func (c *Config) defaults() {"
 // With FLOWD_CHAOS_FROM_HEAD=1 it builds the committed HEAD (exported with
 // `git archive` into dir) instead of the working tree: for running the suite
 // while others have half-done edits in the same tree.
-func BuildAgent(root, dir string) (string, error) {
+func BuildAgent(root, dir string) (string, error) { return buildAgent(root, dir, "flowd-chaos", "") }
+
+// BuildNextAgent builds the binary a RollingUpgrade cycle upgrades to:
+// BuildAgent's with -tags flowd_testv2 (one state-machine version ahead,
+// with one rule that differs: fsm/version_max_testv2.go).
+func BuildNextAgent(root, dir string) (string, error) {
+	return buildAgent(root, dir, "flowd-chaos-v2", "flowd_testv2")
+}
+
+func buildAgent(root, dir, name, tags string) (string, error) {
 	if os.Getenv("FLOWD_CHAOS_FROM_HEAD") != "" {
 		src := filepath.Join(dir, "src")
 		if err := os.MkdirAll(src, 0o755); err != nil {
@@ -94,8 +103,8 @@ func BuildAgent(root, dir string) (string, error) {
 	if err := os.WriteFile(ovPath, ov, 0o644); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "flowd-chaos")
-	cmd := exec.Command("go", "build", "-overlay", ovPath, "-o", bin, "./cmd/flowd")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-overlay", ovPath, "-tags", tags, "-o", bin, "./cmd/flowd")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

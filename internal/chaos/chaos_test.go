@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +46,14 @@ func need(t *testing.T) {
 func runSuite(t *testing.T, cfg Config, strict bool) *Summary {
 	t.Helper()
 	cfg.Bin = agentBin
+	if slices.Contains(cfg.Cycles, RollingUpgrade) {
+		_, here, _, _ := runtime.Caller(0)
+		next, err := BuildNextAgent(filepath.Join(filepath.Dir(here), "..", ".."), filepath.Dir(agentBin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.BinNext = next
+	}
 	if cfg.BaseDir == "" {
 		cfg.BaseDir = t.TempDir()
 		if keep := os.Getenv("FLOWD_CHAOS_KEEP"); keep != "" {
@@ -121,6 +130,8 @@ func TestChaosLong(t *testing.T) {
 	cycles = append(cycles, KillAll, SnapshotInstall, ClockSkew)
 	cycles = append(cycles, basic...)
 	cycles = append(cycles, Membership, KillLeader, IsolateLeader, StopLeaderLong)
+	// Last: the agents that restart after it must run the next release.
+	cycles = append(cycles, RollingUpgrade, KillLeader, KillFollower)
 	runSuite(t, Config{
 		Cycles: cycles, Hold: 4 * time.Second, Gap: 2 * time.Second, Rate: 70,
 		Submitters: 4, Workers: 6, Stallers: 2, QSShare: 0.2,

@@ -27,6 +27,9 @@ type Agent struct {
 	RaftProx *Proxy // what other nodes dial for raft
 	FwdProx  *Proxy // ... and for forwarding
 	Env      []string
+	// Bin, when set, is the binary this agent runs instead of the
+	// cluster's (a rolling upgrade in progress).
+	Bin string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -142,6 +145,14 @@ func (c *Cluster) Agent(i int) *Agent {
 	return c.agents[i]
 }
 
+// SetBin makes bin the binary every agent runs from its next start (a
+// finished rolling upgrade; agents started later, new members included).
+func (c *Cluster) SetBin(bin string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bin = bin
+}
+
 // Members returns the agents of the current configuration.
 func (c *Cluster) Members() []*Agent {
 	c.mu.Lock()
@@ -161,7 +172,13 @@ func (c *Cluster) SetMembers(ids []int) {
 }
 
 func (c *Cluster) args(a *Agent, peers string) []string {
-	args := []string{"netns", "exec", nsName(a.I), c.bin, "agent", "--node-id", a.ID, "--data-dir", a.Dir,
+	c.mu.Lock()
+	bin := c.bin
+	c.mu.Unlock()
+	if a.Bin != "" {
+		bin = a.Bin
+	}
+	args := []string{"netns", "exec", nsName(a.I), bin, "agent", "--node-id", a.ID, "--data-dir", a.Dir,
 		"--raft-addr", a.RaftBind, "--raft-advertise", a.RaftProx.Addr(),
 		"--forward-addr", a.FwdBind, "--forward-advertise", a.FwdProx.Addr(),
 		"--socket", a.Sock, "--peers", peers, "--log-level", "info"}

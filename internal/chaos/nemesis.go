@@ -31,6 +31,7 @@ const (
 	SnapshotInstall = "snapshot-install"   // a follower down far behind, caught up by snapshot
 	ClockSkew       = "clock-skew"         // a node with its clock ahead leads for a while
 	Membership      = "membership"         // add a fourth node, remove a follower, under load
+	RollingUpgrade  = "rolling-upgrade"    // every agent replaced by the next release, one at a time, then finalize
 )
 
 // Nemesis injects faults and measures failover: the time from injection
@@ -39,6 +40,8 @@ type Nemesis struct {
 	log  *slog.Logger
 	c    *Cluster
 	Hold time.Duration // how long a fault lasts
+	// Next is the binary a RollingUpgrade cycle upgrades the agents to.
+	Next string
 
 	mu          sync.Mutex
 	Failover    map[string][]time.Duration
@@ -186,6 +189,9 @@ func (n *Nemesis) Run(kind string) {
 		via, heal, hold = nil, func() {}, 0
 	case Membership:
 		n.membership(leader, f1)
+		via, heal, hold = nil, func() {}, 0
+	case RollingUpgrade:
+		n.rollingUpgrade(leader)
 		via, heal, hold = nil, func() {}, 0
 	default:
 		panic("unknown fault " + kind)
@@ -379,4 +385,45 @@ func p50max(ds []time.Duration) (time.Duration, time.Duration) {
 	}
 	sort.Slice(ok, func(i, j int) bool { return ok[i] < ok[j] })
 	return ok[(len(ok)-1)/2], ok[len(ok)-1]
+}
+
+// rollingUpgrade replaces every member's binary with the next release, one
+// at a time (followers first, the leader last: a graceful stop hands
+// leadership over), waiting for the cluster to be healthy after each, then
+// finalizes the upgrade and checks every member moved to version 2. Agents
+// started later run the next release.
+func (n *Nemesis) rollingUpgrade(leader *Agent) {
+	c := n.c
+	if n.Next == "" {
+		n.note("rolling-upgrade: no next release was built")
+		return
+	}
+	order := append(others(c.Members(), leader), leader)
+	for _, a := range order {
+		c.Term(a, 15*time.Second)
+		a.Bin = n.Next
+		if err := c.Start(a); err != nil {
+			n.note("rolling-upgrade: start %s: %v", a.ID, err)
+			return
+		}
+		if bad := c.WaitHealthy(60*time.Second, 200); len(bad) > 0 {
+			n.note("rolling-upgrade: %d members not healthy after upgrading %s", len(bad), a.ID)
+		}
+	}
+	c.SetBin(n.Next)
+	var res rpc.UpgradeResult
+	var err error
+	for _, a := range c.Members() { // any member forwards to the leader
+		if err = call(a, 20*time.Second, rpc.MethodUpgradeFinalize, struct{}{}, &res); err == nil {
+			break
+		}
+	}
+	if err != nil || res.To != 2 {
+		n.note("rolling-upgrade: finalize: %+v %v", res, err)
+		n.mu.Lock()
+		n.Unrecovered = append(n.Unrecovered, "rolling-upgrade: not finalized")
+		n.mu.Unlock()
+		return
+	}
+	n.note("rolling-upgrade: %d agents upgraded under load, state-machine version %d -> %d", len(order), res.From, res.To)
 }

@@ -21,7 +21,10 @@ const (
 
 // Config is one chaos run.
 type Config struct {
-	Bin, BaseDir                  string
+	Bin, BaseDir string
+	// BinNext is the release a RollingUpgrade cycle upgrades to
+	// (BuildNextAgent).
+	BinNext                       string
 	Cycles                        []string // fault kinds, in order
 	Hold                          time.Duration
 	Gap                           time.Duration // fault-free load between cycles
@@ -111,6 +114,7 @@ func Run(cfg Config) (*Summary, error) {
 	w := StartWorkload(log, c, rec, WorkloadOptions{Submitters: cfg.Submitters, Workers: cfg.Workers, Stallers: cfg.Stallers,
 		Rate: cfg.Rate, QSShare: cfg.QSShare})
 	n := NewNemesis(log, c, cfg.Hold)
+	n.Next = cfg.BinNext
 	waitFor(30*time.Second, func() bool { rec.mu.Lock(); defer rec.mu.Unlock(); return len(rec.Acked) >= 20 })
 	for i, kind := range cfg.Cycles {
 		log.Info("chaos: cycle", "n", i+1, "of", len(cfg.Cycles), "kind", kind)
