@@ -77,7 +77,7 @@ func (n *Node) establishLeadership() {
 		n.isLeader.Store(true)
 		close(ready)
 		defer n.isLeader.Store(false)
-		loops := []func(context.Context){n.disp.run}
+		loops := []func(context.Context){n.disp.run, n.autopilotLoop}
 		if !n.cfg.DisableLoops {
 			loops = append(loops, n.deadlineLoop, n.gcLoop, n.digestLoop, n.scheduleLoop, n.autoLoop)
 		}

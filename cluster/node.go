@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	autopilot "github.com/hashicorp/raft-autopilot"
+
 	"context"
 	"errors"
 	"fmt"
@@ -209,6 +211,9 @@ type Node struct {
 	epochCancel context.CancelFunc
 
 	mu           sync.Mutex
+	ap           *autopilot.Autopilot // nil: off (autopilot.go)
+	apd          *apDelegate
+	apSet        chan struct{} // closed by StartAutopilot
 	leaderCancel context.CancelFunc
 	leaderDone   chan struct{}
 	isLeader     atomic.Bool
@@ -235,7 +240,8 @@ func New(cfg Config) (*Node, error) {
 	if cfg.NodeID == "" {
 		return nil, errors.New("node id is required (--node-id)")
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), failed: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), failed: make(chan struct{}),
+		apSet: make(chan struct{})}
 	n.digest = newDigestState(n)
 	ok := false
 	defer func() {

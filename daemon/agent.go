@@ -127,6 +127,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.wire(a.node, a.node.FSM())
+	a.node.StartAutopilot(a, a.autopilotConfig()) // server health, dead-server cleanup (autopilot.go)
 	a.node.FSM().SetCommitHook(a.commitHook)
 	if a.tls != nil {
 		a.proxy.dial = a.tlsForwardDialer()

@@ -94,7 +94,21 @@ type Config struct {
 	// (upgrade.go). Zero: DefaultUpgradeAutoFinalize; negative: never
 	// (only `flowd operator upgrade finalize`).
 	UpgradeAutoFinalize time.Duration `json:"upgrade_auto_finalize,omitempty"`
-	Version             string        `json:"-"`
+	// Autopilot (autopilot.go, cluster/autopilot.go): dead-server cleanup
+	// (nil: on), the fewest voters cleanup leaves (0: the size of --peers),
+	// and the health thresholds (0: cluster's defaults).
+	AutopilotCleanupDeadServers      *bool         `json:"autopilot_cleanup_dead_servers,omitempty"`
+	AutopilotMinQuorum               int           `json:"autopilot_min_quorum,omitempty"`
+	AutopilotLastContactThreshold    time.Duration `json:"autopilot_last_contact_threshold,omitempty"`
+	AutopilotServerStabilizationTime time.Duration `json:"autopilot_server_stabilization_time,omitempty"`
+	AutopilotDeadServerAfter         time.Duration `json:"autopilot_dead_server_after,omitempty"`
+	Version                          string        `json:"-"`
+}
+
+// AutopilotCleanup reports whether autopilot removes dead servers
+// (default: yes, within AutopilotMinQuorum).
+func (c *Config) AutopilotCleanup() bool {
+	return c.AutopilotCleanupDeadServers == nil || *c.AutopilotCleanupDeadServers
 }
 
 // DefaultUpgradeAutoFinalize is --upgrade-auto-finalize when unset: long
@@ -123,7 +137,8 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize"} {
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize",
+		"autopilot_last_contact_threshold", "autopilot_server_stabilization_time", "autopilot_dead_server_after"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -222,6 +237,21 @@ func (c Config) Merge(over Config) Config {
 	}
 	if over.UpgradeAutoFinalize != 0 {
 		c.UpgradeAutoFinalize = over.UpgradeAutoFinalize
+	}
+	if over.AutopilotCleanupDeadServers != nil {
+		c.AutopilotCleanupDeadServers = over.AutopilotCleanupDeadServers
+	}
+	if over.AutopilotMinQuorum != 0 {
+		c.AutopilotMinQuorum = over.AutopilotMinQuorum
+	}
+	if over.AutopilotLastContactThreshold != 0 {
+		c.AutopilotLastContactThreshold = over.AutopilotLastContactThreshold
+	}
+	if over.AutopilotServerStabilizationTime != 0 {
+		c.AutopilotServerStabilizationTime = over.AutopilotServerStabilizationTime
+	}
+	if over.AutopilotDeadServerAfter != 0 {
+		c.AutopilotDeadServerAfter = over.AutopilotDeadServerAfter
 	}
 	return c
 }

@@ -71,6 +71,7 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodRaftTransfer:    rpc.Func(a.raftTransfer),
 		rpc.MethodUpgradeStatus:   rpc.Func(a.upgradeStatus),
 		rpc.MethodUpgradeFinalize: rpc.Func(a.upgradeFinalize),
+		rpc.MethodAutopilotState:  rpc.Func(a.autopilotState),
 		rpc.MethodSnapshotSave:    rpc.Func(a.snapshotSave),
 		rpc.MethodSnapshotRest:    rpc.Func(a.snapshotRestore),
 		rpc.MethodTaskSignal:      rpc.Func(a.taskSignal),

@@ -26,7 +26,7 @@ const ExitStorage = 70
 var healthExempt = map[string]bool{
 	rpc.MethodHello: true, rpc.MethodClusterStatus: true, rpc.MethodClusterDigest: true,
 	rpc.MethodRaftPeers: true, rpc.MethodRaftTransfer: true, rpc.MethodRaftRemovePeer: true,
-	rpc.MethodUpgradeStatus: true,
+	rpc.MethodUpgradeStatus: true, rpc.MethodAutopilotState: true,
 }
 
 // refuseUnhealthy makes every client method except healthExempt answer

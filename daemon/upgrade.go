@@ -38,11 +38,20 @@ type memberInfo struct {
 	Min     int    `json:"min"`
 	Max     int    `json:"max"`
 	Active  int    `json:"active"`
+	// The member's raft log, for autopilot's health (autopilot.go).
+	LastTerm      uint64 `json:"last_term"`
+	LastIndex     uint64 `json:"last_index"`
+	LastContactMS int64  `json:"last_contact_ms"`
 }
 
 func (a *Agent) memberInfo(context.Context, struct{}) (memberInfo, error) {
-	return memberInfo{ID: a.cfg.NodeID, Release: a.cfg.Version, Min: int(fsm.MinVersion), Max: int(fsm.MaxVersion),
-		Active: int(a.state.ActiveVersion())}, nil
+	mi := memberInfo{ID: a.cfg.NodeID, Release: a.cfg.Version, Min: int(fsm.MinVersion), Max: int(fsm.MaxVersion),
+		Active: int(a.state.ActiveVersion())}
+	if a.node != nil {
+		st := a.node.LocalStats()
+		mi.LastTerm, mi.LastIndex, mi.LastContactMS = st.LastTerm, st.LastIndex, st.LastContact.Milliseconds()
+	}
+	return mi, nil
 }
 
 func (a *Agent) fsmVersion() *rpc.FSMVersion {
@@ -76,23 +85,7 @@ func (a *Agent) memberVersions(ctx context.Context) []rpc.MemberVersion {
 }
 
 func (a *Agent) askMember(ctx context.Context, id, raftAddr string, m *rpc.MemberVersion) {
-	addr := a.prop.NodeMeta(id)["forward"]
-	if addr == "" {
-		var err error
-		if addr, err = DeriveForwardAddr(raftAddr); err != nil {
-			m.Error = "no forwarding address: " + err.Error()
-			return
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, memberAskTimeout)
-	defer cancel()
-	c, err := a.proxy.conn(ctx, addr)
-	if err != nil {
-		m.Error = fmt.Sprintf("did not answer at %s: %v", addr, err)
-		return
-	}
-	var info memberInfo
-	err = c.Call(ctx, methodMemberInfo, struct{}{}, &info)
+	info, err := a.memberQuery(ctx, id, raftAddr)
 	var re *rpc.Error
 	switch {
 	case errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound:
@@ -100,12 +93,39 @@ func (a *Agent) askMember(ctx context.Context, id, raftAddr string, m *rpc.Membe
 		m.Min, m.Max = int(fsm.V1), int(fsm.V1)
 		m.Error = "its release predates state-machine versions: it applies version 1 only"
 	case err != nil:
-		m.Error = fmt.Sprintf("did not answer at %s: %v", addr, err)
-	case info.ID != id:
-		m.Error = fmt.Sprintf("%s answers as %q", addr, info.ID)
+		m.Error = err.Error()
 	default:
 		m.Release, m.Min, m.Max = info.Release, info.Min, info.Max
 	}
+}
+
+// memberQuery asks member id, at its forwarding port, about itself.
+func (a *Agent) memberQuery(ctx context.Context, id, raftAddr string) (memberInfo, error) {
+	var info memberInfo
+	addr := a.prop.NodeMeta(id)["forward"]
+	if addr == "" {
+		var err error
+		if addr, err = DeriveForwardAddr(raftAddr); err != nil {
+			return info, fmt.Errorf("no forwarding address: %w", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, memberAskTimeout)
+	defer cancel()
+	c, err := a.proxy.conn(ctx, addr)
+	if err != nil {
+		return info, fmt.Errorf("did not answer at %s: %w", addr, err)
+	}
+	if err := c.Call(ctx, methodMemberInfo, struct{}{}, &info); err != nil {
+		var re *rpc.Error
+		if errors.As(err, &re) {
+			return info, err
+		}
+		return info, fmt.Errorf("did not answer at %s: %w", addr, err)
+	}
+	if info.ID != id {
+		return info, fmt.Errorf("%s answers as %q", addr, info.ID)
+	}
+	return info, nil
 }
 
 // upgradeTarget is the highest version every voter applies, or why it is

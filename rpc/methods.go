@@ -326,6 +326,7 @@ var methodRoutes = map[string]routeClass{
 	MethodRaftRemovePeer:  routeLeader,
 	MethodRaftTransfer:    routeLeader,
 	MethodUpgradeFinalize: routeLeader,
+	MethodAutopilotState:  routeLeader, // autopilot runs on the leader
 	MethodSnapshotRest:    routeLeader, // the file is read on the leader's machine
 }
 

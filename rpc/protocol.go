@@ -54,10 +54,13 @@ const (
 	// upgrades").
 	MethodUpgradeStatus   = "operator.upgrade.status"
 	MethodUpgradeFinalize = "operator.upgrade.finalize"
-	MethodSnapshotSave    = "snapshot.save"
-	MethodSnapshotRest    = "snapshot.restore"
-	MethodTaskSignal      = "task.signal"
-	MethodRunSignal       = "run.signal"
+	// MethodAutopilotState is the leader's autopilot view: each server's
+	// health and the cluster's failure tolerance.
+	MethodAutopilotState = "operator.autopilot.state"
+	MethodSnapshotSave   = "snapshot.save"
+	MethodSnapshotRest   = "snapshot.restore"
+	MethodTaskSignal     = "task.signal"
+	MethodRunSignal      = "run.signal"
 
 	// NotifyEvent is the server notification of events.subscribe.
 	NotifyEvent = "event"
@@ -480,6 +483,29 @@ type UpgradeStatus struct {
 	// Target (Unix ms; 0: not eligible).
 	AutoFinalizeAfter string `json:"auto_finalize_after,omitempty"`
 	EligibleSinceMS   int64  `json:"eligible_since_ms,omitempty"`
+}
+
+// AutopilotState of operator.autopilot.state.
+type AutopilotState struct {
+	Healthy            bool              `json:"healthy"`
+	FailureTolerance   int               `json:"failure_tolerance"`
+	Leader             string            `json:"leader"`
+	CleanupDeadServers bool              `json:"cleanup_dead_servers"`
+	Servers            []AutopilotServer `json:"servers"`
+}
+
+// AutopilotServer is one server in AutopilotState.
+type AutopilotServer struct {
+	ID            string `json:"id"`
+	Address       string `json:"address"`
+	Status        string `json:"status"` // alive | failed | unknown
+	Voter         bool   `json:"voter"`
+	Leader        bool   `json:"leader"`
+	Healthy       bool   `json:"healthy"`
+	StableSinceMS int64  `json:"stable_since_ms,omitempty"`
+	LastContactMS int64  `json:"last_contact_ms"`
+	LastTerm      uint64 `json:"last_term"`
+	LastIndex     uint64 `json:"last_index"`
 }
 
 // UpgradeResult of operator.upgrade.finalize.

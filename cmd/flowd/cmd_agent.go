@@ -72,6 +72,11 @@ var agentCommand = &cli.Command{
 		&cli.DurationFlag{Name: "timer-slack", EnvVars: []string{"FLOWD_TIMER_SLACK"}, Value: time.Millisecond, Usage: "Linux timer slack of the agent's threads (how late a timed sleep may wake, so that close wake-ups merge: less CPU in context switches); set by re-executing the agent once at start, unless it already runs with it (systemd: TimerSlackNSec=); 0 keeps the inherited slack"},
 		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 200, Usage: "Go GC target (as GOGC; GOGC, if set, wins): higher spends less CPU on garbage collection and more memory"},
 		&cli.DurationFlag{Name: "idle-type-after", EnvVars: []string{"FLOWD_IDLE_TYPE_AFTER"}, Usage: "flag a run (run get: waiting for worker) when a ready task's type has had no worker claiming it in its queue for this long", DefaultText: "30s"},
+		&cli.BoolFlag{Name: "autopilot-cleanup-dead-servers", EnvVars: []string{"FLOWD_AUTOPILOT_CLEANUP_DEAD_SERVERS"}, Value: true, Usage: "the leader removes a voter that has not answered for --autopilot-dead-server-after, never leaving fewer than --autopilot-min-quorum voters (so a dead node is removed once its replacement joins)"},
+		&cli.IntFlag{Name: "autopilot-min-quorum", EnvVars: []string{"FLOWD_AUTOPILOT_MIN_QUORUM"}, Usage: "the fewest voters dead-server cleanup leaves", DefaultText: "the number of --peers"},
+		&cli.DurationFlag{Name: "autopilot-last-contact-threshold", EnvVars: []string{"FLOWD_AUTOPILOT_LAST_CONTACT_THRESHOLD"}, Usage: "a server that has not heard from the leader for longer is unhealthy", DefaultText: "4 x --raft-heartbeat-timeout, at least 1s"},
+		&cli.DurationFlag{Name: "autopilot-server-stabilization-time", EnvVars: []string{"FLOWD_AUTOPILOT_SERVER_STABILIZATION_TIME"}, Usage: "how long a server must be healthy to count as stable", DefaultText: "10s"},
+		&cli.DurationFlag{Name: "autopilot-dead-server-after", EnvVars: []string{"FLOWD_AUTOPILOT_DEAD_SERVER_AFTER"}, Usage: "a server that has not answered the leader's probe for this long is dead", DefaultText: "30s"},
 		&cli.DurationFlag{Name: "upgrade-auto-finalize", EnvVars: []string{"FLOWD_UPGRADE_AUTO_FINALIZE"}, Usage: "the leader raises the cluster's state-machine version once every voter's release has applied a newer one for this long (docs/operations.md, \"Rolling upgrades\"); negative: never, finalize by hand with `flowd operator upgrade finalize`", DefaultText: "10m"},
 		&cli.DurationFlag{Name: "shutdown-timeout", EnvVars: []string{"FLOWD_SHUTDOWN_TIMEOUT"}, Usage: "bound on a graceful stop (drain clients, hand over leadership)", DefaultText: "10s"},
 	},
@@ -105,7 +110,10 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		RaftLogCacheBytes: cCtx.Int("raft-log-cache-bytes"), StateCacheBytes: cCtx.Int64("state-cache-bytes"),
 		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
 		UpgradeAutoFinalize: cCtx.Duration("upgrade-auto-finalize"),
-		TLSCA:               cCtx.String("tls-ca"), TLSCert: cCtx.String("tls-cert"), TLSKey: cCtx.String("tls-key"),
+		AutopilotMinQuorum:  cCtx.Int("autopilot-min-quorum"), AutopilotLastContactThreshold: cCtx.Duration("autopilot-last-contact-threshold"),
+		AutopilotServerStabilizationTime: cCtx.Duration("autopilot-server-stabilization-time"),
+		AutopilotDeadServerAfter:         cCtx.Duration("autopilot-dead-server-after"),
+		TLSCA:                            cCtx.String("tls-ca"), TLSCert: cCtx.String("tls-cert"), TLSKey: cCtx.String("tls-key"),
 		InsecurePlaintext: cCtx.Bool("insecure-plaintext"),
 		AllowAdminUIDs:    cCtx.String("allow-admin-uids"), AllowAdminGIDs: cCtx.String("allow-admin-gids"),
 		AllowWorkerUIDs: cCtx.String("allow-worker-uids"), AllowWorkerGIDs: cCtx.String("allow-worker-gids"),
@@ -115,6 +123,10 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		LineTimeout: cCtx.Duration("line-timeout"), IdleTimeout: cCtx.Duration("idle-timeout"),
 		MaxPartialBytes: cCtx.Int64("max-partial-bytes"), MaxSubscriptions: cCtx.Int("max-subscriptions"),
 		Pprof: cCtx.Bool("pprof"), SnapshotDir: cCtx.String("snapshot-dir"),
+	}
+	if cCtx.IsSet("autopilot-cleanup-dead-servers") {
+		v := cCtx.Bool("autopilot-cleanup-dead-servers")
+		over.AutopilotCleanupDeadServers = &v
 	}
 	cfg := base.Merge(over)
 	if f := strings.ToLower(cfg.LogFormat); f != "" && f != "text" && f != "json" {

@@ -35,7 +35,8 @@ var operatorCommand = &cli.Command{
 				},
 			},
 		},
-		upgradeCommand, // cmd_upgrade.go
+		upgradeCommand,   // cmd_upgrade.go
+		autopilotCommand, // cmd_autopilot.go
 	},
 }
 
