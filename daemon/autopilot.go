@@ -20,7 +20,9 @@ func (a *Agent) ProbeMembers(ctx context.Context, servers []cluster.PeerStatus) 
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		if s.ID == a.cfg.NodeID {
+			mu.Lock()
 			out[s.ID] = a.node.LocalStats()
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
