@@ -12,7 +12,7 @@ const (
 	BaseHeartbeatTimeout = 500 * time.Millisecond
 	BaseElectionTimeout  = 500 * time.Millisecond
 	// DefaultRaftMultiplier is the multiplier when none is given.
-	DefaultRaftMultiplier = 1.0
+	DefaultRaftMultiplier = 1.5
 	// MaxRaftMultiplier bounds the multiplier: at 10 a crashed leader is
 	// replaced after 5-15 s.
 	MaxRaftMultiplier = 10.0

@@ -12,17 +12,18 @@ import (
 )
 
 // A leader whose process is descheduled for less than its lease (SIGSTOP
-// for 400 ms less than the default profile's lease) keeps leading: the
-// followers do not elect another, and it does not step down when it runs
-// again (raft's check-quorum looks at how long ago it heard from the
-// followers, which includes its own pause). With the old lease of half the
-// heartbeat timeout it stepped down after every such pause, and a busy
-// machine saw an election every few minutes.
+// for 400 ms less than the lease of flowd dev's profile, multiplier 2:
+// 600 ms of 1 s) keeps leading: the followers do not elect another, and it
+// does not step down when it runs again (raft's check-quorum looks at how
+// long ago it heard from the followers, which includes its own pause).
+// With the old lease of half the heartbeat timeout (500 ms here) it
+// stepped down after such a pause, and a busy machine saw elections with
+// nothing failing.
 func TestLeaderSurvivesAPauseShorterThanItsLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster and pauses its leader")
 	}
-	timing := raftnode.RaftTiming{}.Resolve() // the default profile
+	timing := raftnode.RaftTiming{Multiplier: 2}.Resolve()
 	pause := timing.LeaderLease - 400*time.Millisecond
 	c := startClusterTimed(t, 3, "--raft-multiplier", fmt.Sprint(timing.Multiplier))
 	for round := range 3 {
