@@ -42,6 +42,7 @@ func runHA(ctx context.Context, args []string) error {
 	pauseFor := fs.Duration("pause-for", 500*time.Millisecond, "how long a -pause trial stops the leader")
 	bench := fs.Float64("bench", 0, "run `flowd bench --mode queue` at this many jobs/s throughout (0: none)")
 	benchWorkers := fs.Int("bench-workers", 64, "workers of -bench")
+	degraded := fs.Bool("degraded", false, "kill -9 one follower before -watch: two survivors, no slack")
 	_ = fs.Parse(args)
 	if *dir == "" {
 		return errors.New("-dir is required")
@@ -58,6 +59,11 @@ func runHA(ctx context.Context, args []string) error {
 	if *bench > 0 {
 		stopBench := c.runBench(ctx, *dir, *bench, *benchWorkers)
 		defer stopBench()
+	}
+	if *degraded {
+		if err := c.killFollower(ctx); err != nil {
+			return err
+		}
 	}
 	if *watch > 0 {
 		c.watch(ctx, *watch)
@@ -206,6 +212,25 @@ func (c *haCluster) agreed() (*haAgent, uint64) {
 		return nil, 0
 	}
 	return leader, term
+}
+
+// killFollower kill -9s a follower of the stable leader and leaves it
+// down; the rest of the run sees only the two survivors.
+func (c *haCluster) killFollower(ctx context.Context) error {
+	leader, _, err := c.waitStable(ctx, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	for i, a := range c.agents {
+		if a != leader {
+			_ = a.cmd.Process.Kill()
+			<-a.exited
+			c.agents = append(c.agents[:i:i], c.agents[i+1:]...)
+			fmt.Printf("%s killed follower %s; watching %d agents\n", now(), a.id, len(c.agents))
+			return nil
+		}
+	}
+	return errors.New("no follower")
 }
 
 // watch counts term and leader changes seen by any agent.
