@@ -15,7 +15,10 @@
 // a kill -9 of the leader and -stop failovers after a SIGSTOP of the leader
 // (the leader isolated; it gets SIGCONT once another agent leads), and
 // -pause trials that SIGSTOP the leader for -pause-for and report whether
-// it lost leadership. Agent flags after "--" are passed to every agent.
+// it lost leadership. -degraded kills a follower first, so -watch sees two
+// survivors (no slack: one stall of either ends the leader's lease). -bench
+// runs `flowd bench --mode queue` at a steady rate throughout. Agent flags
+// after "--" are passed to every agent.
 //
 // Both run until done or interrupted, and stop every process they started.
 package main
@@ -78,10 +81,14 @@ func runLoad(ctx context.Context, args []string) error {
 		return err
 	}
 	var procs []*exec.Cmd
+	var files []string
 	defer func() {
 		for _, p := range procs {
 			_ = p.Process.Kill()
 			_ = p.Wait()
+		}
+		for _, f := range files {
+			_ = os.Remove(f)
 		}
 	}()
 	start := func(args ...string) error {
@@ -100,7 +107,9 @@ func runLoad(ctx context.Context, args []string) error {
 		}
 	}
 	for i := range *io {
-		if err := start("fsync", filepath.Join(*dir, fmt.Sprintf("loadgen-%d-%d.dat", os.Getpid(), i))); err != nil {
+		f := filepath.Join(*dir, fmt.Sprintf("loadgen-%d-%d.dat", os.Getpid(), i))
+		files = append(files, f)
+		if err := start("fsync", f); err != nil {
 			return err
 		}
 	}
