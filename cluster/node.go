@@ -113,6 +113,10 @@ type Config struct {
 	// this node becomes leader: its forwarding and client addresses.
 	Meta map[string]string
 
+	// Raft's failure-detection timing (timing.go): zero timeouts are the
+	// base values times RaftMultiplier (0: DefaultRaftMultiplier), the
+	// leader lease the heartbeat timeout.
+	RaftMultiplier     float64
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -154,15 +158,8 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = 500 * time.Millisecond
-	}
-	if c.ElectionTimeout == 0 {
-		c.ElectionTimeout = 500 * time.Millisecond
-	}
-	if c.LeaderLeaseTimeout == 0 {
-		c.LeaderLeaseTimeout = 250 * time.Millisecond
-	}
+	t := RaftTiming{Multiplier: c.RaftMultiplier, Heartbeat: c.HeartbeatTimeout, Election: c.ElectionTimeout, LeaderLease: c.LeaderLeaseTimeout}.Resolve()
+	c.RaftMultiplier, c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = t.Multiplier, t.Heartbeat, t.Election, t.LeaderLease
 	if c.CommitTimeout == 0 {
 		c.CommitTimeout = DefaultCommitTimeout
 	}

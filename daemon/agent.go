@@ -118,7 +118,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.node, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
-		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout, CommitTimeout: cfg.CommitTimeout,
+		RaftMultiplier: cfg.RaftMultiplier, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
+		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
 		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes,
 		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
 		AutoPeriod: autoPeriod, AutoWindow: autoWindow,
@@ -217,7 +218,7 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 	}
 	go a.rate.run(a.stopCtx())
 	a.log.Info("agent started", "node", a.cfg.NodeID, "socket", a.cfg.Socket, "raft", a.cfg.RaftAddr,
-		"forward", a.cfg.ForwardAddr, "client", a.cfg.ClientAddr, "http", a.cfg.HTTPAddr)
+		"forward", a.cfg.ForwardAddr, "client", a.cfg.ClientAddr, "http", a.cfg.HTTPAddr, "raft_timing", a.cfg.RaftTiming().String())
 }
 
 func (a *Agent) stopCtx() context.Context {

@@ -66,12 +66,19 @@ type Config struct {
 	Pprof bool `json:"pprof,omitempty"`
 	// SnapshotDir is the only directory snapshot.save writes and
 	// snapshot.restore reads (default DATA_DIR/snapshots).
-	SnapshotDir      string        `json:"snapshot_dir,omitempty"`
-	MaxLine          int           `json:"max_line,omitempty"`
-	LogLevel         string        `json:"log_level,omitempty"`
-	LogFormat        string        `json:"log_format,omitempty"`
-	HeartbeatTimeout time.Duration `json:"raft_heartbeat_timeout,omitempty"`
-	ElectionTimeout  time.Duration `json:"raft_election_timeout,omitempty"`
+	SnapshotDir string `json:"snapshot_dir,omitempty"`
+	MaxLine     int    `json:"max_line,omitempty"`
+	LogLevel    string `json:"log_level,omitempty"`
+	LogFormat   string `json:"log_format,omitempty"`
+	// RaftMultiplier scales raft's base timeouts (heartbeat and election
+	// 500 ms, leader lease = heartbeat) as Consul's raft_multiplier does;
+	// an explicit timeout below overrides its scaled value. Zero:
+	// cluster.DefaultRaftMultiplier. See cluster/DESIGN.md, "Timing on a
+	// busy machine".
+	RaftMultiplier     float64       `json:"raft_multiplier,omitempty"`
+	HeartbeatTimeout   time.Duration `json:"raft_heartbeat_timeout,omitempty"`
+	ElectionTimeout    time.Duration `json:"raft_election_timeout,omitempty"`
+	LeaderLeaseTimeout time.Duration `json:"raft_leader_lease_timeout,omitempty"`
 	// CommitTimeout is how long the leader's replication to a follower
 	// waits with nothing new to send before it sends an AppendEntries
 	// anyway, so the follower learns the commit index once traffic stops
@@ -137,7 +144,8 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize",
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_leader_lease_timeout", "raft_commit_timeout",
+		"shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize",
 		"autopilot_last_contact_threshold", "autopilot_server_stabilization_time", "autopilot_dead_server_after"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
@@ -214,11 +222,17 @@ func (c Config) Merge(over Config) Config {
 	if over.MaxLine != 0 {
 		c.MaxLine = over.MaxLine
 	}
+	if over.RaftMultiplier != 0 {
+		c.RaftMultiplier = over.RaftMultiplier
+	}
 	if over.HeartbeatTimeout != 0 {
 		c.HeartbeatTimeout = over.HeartbeatTimeout
 	}
 	if over.ElectionTimeout != 0 {
 		c.ElectionTimeout = over.ElectionTimeout
+	}
+	if over.LeaderLeaseTimeout != 0 {
+		c.LeaderLeaseTimeout = over.LeaderLeaseTimeout
 	}
 	if over.CommitTimeout != 0 {
 		c.CommitTimeout = over.CommitTimeout
@@ -317,6 +331,9 @@ func (c *Config) Normalize() error {
 		// readFenceWait before it is served from what is applied.
 		problems = append(problems, fmt.Sprintf("--raft-commit-timeout %s must be between 1ms and %s", c.CommitTimeout, readFenceWait/2))
 	}
+	t := c.RaftTiming()
+	problems = append(problems, t.Check("--raft-multiplier", "--raft-heartbeat-timeout", "--raft-election-timeout", "--raft-leader-lease-timeout")...)
+	c.RaftMultiplier, c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = t.Multiplier, t.Heartbeat, t.Election, t.LeaderLease
 	if _, err := newAccessPolicy(c); err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -347,6 +364,13 @@ func (c *Config) Normalize() error {
 func unspecified(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "" || (ip != nil && ip.IsUnspecified())
+}
+
+// RaftTiming is raft's timing as configured: the base timeouts times the
+// multiplier, explicit timeouts overriding them.
+func (c *Config) RaftTiming() cluster.RaftTiming {
+	return cluster.RaftTiming{Multiplier: c.RaftMultiplier, Heartbeat: c.HeartbeatTimeout,
+		Election: c.ElectionTimeout, LeaderLease: c.LeaderLeaseTimeout}.Resolve()
 }
 
 // DeriveForwardAddr returns the default forwarding address for a raft

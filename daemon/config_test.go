@@ -70,3 +70,38 @@ func TestCommitTimeoutFromFileFlagsAndBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestRaftMultiplierFromFileFlagsOverridesAndBounds(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "agent.yaml")
+	os.WriteFile(p, []byte("node_id: n1\ndata_dir: /tmp/x\nraft_multiplier: 3\nraft_leader_lease_timeout: 1s\n"), 0o600)
+	c, err := LoadConfigFile(p)
+	if err != nil || c.RaftMultiplier != 3 || c.LeaderLeaseTimeout != time.Second {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if m := c.Merge(Config{}); m.RaftMultiplier != 3 || m.LeaderLeaseTimeout != time.Second {
+		t.Fatalf("unset flags overrode the file: %+v", m)
+	}
+	m := c.Merge(Config{RaftMultiplier: 2, HeartbeatTimeout: 1500 * time.Millisecond})
+	if err := m.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	// The flag's multiplier wins over the file's; the explicit heartbeat
+	// and the file's lease win over the scaled ones.
+	if m.RaftMultiplier != 2 || m.HeartbeatTimeout != 1500*time.Millisecond || m.ElectionTimeout != 1500*time.Millisecond || m.LeaderLeaseTimeout != time.Second {
+		t.Fatalf("resolved %+v", m.RaftTiming())
+	}
+	for _, tc := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{RaftMultiplier: 20}, "--raft-multiplier 20 must be between"},
+		{Config{LeaderLeaseTimeout: time.Hour}, "--raft-leader-lease-timeout 1h0m0s must not be longer than --raft-heartbeat-timeout"},
+		{Config{HeartbeatTimeout: 3 * time.Second, ElectionTimeout: time.Second}, "--raft-election-timeout 1s must not be shorter than --raft-heartbeat-timeout 3s"},
+	} {
+		tc.c.NodeID, tc.c.DataDir = "n1", "/d"
+		if err := tc.c.Normalize(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.c.RaftTiming(), err, tc.want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/daemon"
 )
 
@@ -63,8 +64,10 @@ var agentCommand = &cli.Command{
 		&cli.StringFlag{Name: "snapshot-dir", EnvVars: []string{"FLOWD_SNAPSHOT_DIR"}, TakesFile: true, Usage: "the only directory snapshot.save writes and snapshot.restore reads", DefaultText: "DATA_DIR/snapshots"},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"FLOWD_LOG_LEVEL"}, Usage: "debug, info, warn or error", DefaultText: "info"},
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"FLOWD_LOG_FORMAT"}, Usage: "text or json", DefaultText: "text"},
-		&cli.DurationFlag{Name: "raft-heartbeat-timeout", EnvVars: []string{"FLOWD_RAFT_HEARTBEAT_TIMEOUT"}, Usage: "raft heartbeat timeout (failure detection; an election takes about twice this)", DefaultText: "500ms"},
-		&cli.DurationFlag{Name: "raft-election-timeout", EnvVars: []string{"FLOWD_RAFT_ELECTION_TIMEOUT"}, Usage: "raft election timeout", DefaultText: "500ms"},
+		&cli.Float64Flag{Name: "raft-multiplier", EnvVars: []string{"FLOWD_RAFT_MULTIPLIER"}, Usage: "scales raft's timeouts (heartbeat and election 500ms, leader lease = heartbeat) as Consul's raft_multiplier: higher rides out longer stalls of a busy machine, lower replaces a crashed leader sooner (0.1 to 10); an explicit --raft-*-timeout wins", DefaultText: fmt.Sprint(cluster.DefaultRaftMultiplier)},
+		&cli.DurationFlag{Name: "raft-heartbeat-timeout", EnvVars: []string{"FLOWD_RAFT_HEARTBEAT_TIMEOUT"}, Usage: "raft heartbeat timeout (failure detection; a crashed leader is replaced after about 2-3x this)", DefaultText: "500ms x --raft-multiplier"},
+		&cli.DurationFlag{Name: "raft-election-timeout", EnvVars: []string{"FLOWD_RAFT_ELECTION_TIMEOUT"}, Usage: "raft election timeout (a candidate without a majority tries again after 1-2x this)", DefaultText: "500ms x --raft-multiplier"},
+		&cli.DurationFlag{Name: "raft-leader-lease-timeout", EnvVars: []string{"FLOWD_RAFT_LEADER_LEASE_TIMEOUT"}, Usage: "the leader steps down after hearing from no majority for this long (at most the heartbeat timeout)", DefaultText: "the heartbeat timeout"},
 		&cli.IntFlag{Name: "raft-log-cache-bytes", EnvVars: []string{"FLOWD_RAFT_LOG_CACHE_BYTES"}, Usage: "memory for the cache of recent raft log entries (an entry that does not fit is read from the log file)", DefaultText: "67108864 (64 MiB)"},
 		&cli.Int64Flag{Name: "state-cache-bytes", EnvVars: []string{"FLOWD_STATE_CACHE_BYTES"}, Usage: "the state store's block cache (badger); the state store also holds two 64 MiB memtables and a 16 MiB index cache", DefaultText: "33554432 (32 MiB)"},
 		&cli.DurationFlag{Name: "raft-commit-timeout", EnvVars: []string{"FLOWD_RAFT_COMMIT_TIMEOUT"}, Usage: "how long the leader waits, with nothing new to replicate, before telling followers the commit index anyway (lower: followers apply sooner once traffic stops; higher: less idle CPU; at most 500ms)", DefaultText: "100ms"},
@@ -105,9 +108,11 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		ClientAddr: cCtx.String("client-addr"), HTTPAddr: cCtx.String("http-addr"),
 		ForwardAddr: cCtx.String("forward-addr"), ForwardAdvertise: cCtx.String("forward-advertise"),
 		MaxLine: cCtx.Int("max-line"), LogLevel: cCtx.String("log-level"), LogFormat: cCtx.String("log-format"),
+		RaftMultiplier:   cCtx.Float64("raft-multiplier"),
 		HeartbeatTimeout: cCtx.Duration("raft-heartbeat-timeout"), ElectionTimeout: cCtx.Duration("raft-election-timeout"),
-		CommitTimeout:     cCtx.Duration("raft-commit-timeout"),
-		RaftLogCacheBytes: cCtx.Int("raft-log-cache-bytes"), StateCacheBytes: cCtx.Int64("state-cache-bytes"),
+		LeaderLeaseTimeout: cCtx.Duration("raft-leader-lease-timeout"),
+		CommitTimeout:      cCtx.Duration("raft-commit-timeout"),
+		RaftLogCacheBytes:  cCtx.Int("raft-log-cache-bytes"), StateCacheBytes: cCtx.Int64("state-cache-bytes"),
 		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
 		UpgradeAutoFinalize: cCtx.Duration("upgrade-auto-finalize"),
 		AutopilotMinQuorum:  cCtx.Int("autopilot-min-quorum"), AutopilotLastContactThreshold: cCtx.Duration("autopilot-last-contact-threshold"),

@@ -46,9 +46,15 @@ carry on, and the command to restart it is printed.`,
 		&cli.BoolFlag{Name: "keep", Usage: "keep existing data in --dir instead of starting fresh (a fresh start empties --dir only if flowd dev made it)", EnvVars: []string{"FLOWD_DEV_KEEP"}},
 		&cli.BoolFlag{Name: "no-tls", Usage: "run raft and forwarding in plaintext (loopback only) instead of mutual TLS with certificates made in DIR/tls", EnvVars: []string{"FLOWD_DEV_NO_TLS"}},
 		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: 9001, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
+		&cli.Float64Flag{Name: "raft-multiplier", Usage: "the agents' --raft-multiplier (higher rides out longer stalls of a busy laptop, lower fails over sooner)", Value: devRaftMultiplier, EnvVars: []string{"FLOWD_RAFT_MULTIPLIER"}},
 	},
 	Action: runDev,
 }
+
+// devRaftMultiplier is flowd dev's --raft-multiplier: a laptop running
+// builds and a browser next to three agents stalls a process for longer
+// than a server does (see cluster/DESIGN.md, "Timing on a busy machine").
+const devRaftMultiplier = 2
 
 type devNode struct {
 	id, sock, raft, log string
@@ -93,7 +99,7 @@ func runDev(c *cli.Context) error {
 	defer stop()
 	for i, nd := range nodes {
 		args := []string{"agent", "--node-id", nd.id, "--data-dir", filepath.Join(dir, nd.id), "--raft-addr", nd.raft,
-			"--socket", nd.sock, "--peers", strings.Join(peers, ",")}
+			"--socket", nd.sock, "--peers", strings.Join(peers, ","), "--raft-multiplier", fmt.Sprint(c.Float64("raft-multiplier"))}
 		if tlsDir != "" {
 			ca, _ := pki.CAFiles(tlsDir)
 			cert, key := pki.NodeFiles(tlsDir, nd.id)

@@ -66,6 +66,13 @@ type cluster struct {
 
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
+	return startClusterTimed(t, n, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms")
+}
+
+// startClusterTimed is startCluster with these raft timing flags instead of
+// the 300 ms heartbeat and election timeouts.
+func startClusterTimed(t testing.TB, n int, timing ...string) *cluster {
+	t.Helper()
 	base := t.TempDir()
 	c := &cluster{t: t}
 	var peers []string
@@ -78,8 +85,8 @@ func startCluster(t testing.TB, n int) *cluster {
 	}
 	for _, a := range c.agents {
 		a.args = []string{"agent", "--node-id", a.id, "--data-dir", a.dir, "--raft-addr", a.raft, "--forward-addr", a.fwd,
-			"--socket", a.sock, "--peers", strings.Join(peers, ","), "--raft-heartbeat-timeout", "300ms",
-			"--raft-election-timeout", "300ms", "--log-level", "info"}
+			"--socket", a.sock, "--peers", strings.Join(peers, ","), "--log-level", "info"}
+		a.args = append(a.args, timing...)
 		c.start(a)
 	}
 	t.Cleanup(c.stopAll)
