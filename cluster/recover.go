@@ -118,7 +118,7 @@ func offlineNode(cfg Config, catchUp bool) (*Node, error) {
 	if err := n.openStores(); err != nil {
 		n.closeAll()
 		if inUse(err) {
-			return nil, fmt.Errorf("%w (%s): stop the agent first; %v", ErrDataDirInUse, cfg.DataDir, err)
+			return nil, fmt.Errorf("%w (%v)", ErrDataDirInUse, err)
 		}
 		return nil, err
 	}
@@ -227,15 +227,19 @@ func Recover(cfg Config, servers []Peer) (RecoverResult, error) {
 	if res.Before.LastIndex == 0 {
 		return res, fmt.Errorf("the data dir %s holds no raft log or snapshot: nothing to recover", cfg.DataDir)
 	}
+	var was *PeerStatus
+	for i, s := range res.Before.Servers {
+		if s.ID == cfg.NodeID {
+			was = &res.Before.Servers[i]
+		}
+	}
+	if was == nil {
+		// A wrong --node-id (or another node's data dir): the agent would
+		// start as a member it is not.
+		return res, fmt.Errorf("%s is not in the data dir's raft configuration %v: give the id this data dir's agent runs with", cfg.NodeID, res.Before.Servers)
+	}
 	if len(servers) == 0 {
-		for _, s := range res.Before.Servers {
-			if s.ID == cfg.NodeID {
-				servers = []Peer{{ID: s.ID, Address: s.Address}}
-			}
-		}
-		if len(servers) == 0 {
-			return res, fmt.Errorf("%s is not in the data dir's raft configuration (%v): give the new configuration (--peers) with its address", cfg.NodeID, res.Before.Servers)
-		}
+		servers = []Peer{{ID: was.ID, Address: was.Address}}
 	}
 	conf := raft.Configuration{}
 	self := false

@@ -31,7 +31,7 @@ func TestRecoverFromALostMajority(t *testing.T) {
 			})
 			spec := mustSpec(t, `{"tasks":[{"key":"a","type":"t"}]}`)
 			var ids []string
-			for i := range 120 {
+			for i := range 60 {
 				id := fmt.Sprintf("r%03d", i)
 				c.Propose(&fsm.Submit{ID: id, Spec: spec})
 				ids = append(ids, id)
