@@ -111,7 +111,7 @@ func TestRecoverFromLostMajority(t *testing.T) {
 		t.Fatalf("leader %s", l.id)
 	}
 	scl := c.client(survivor)
-	ids = append(ids, submit(t, scl, one("after")))
+	after := submit(t, scl, one("after"))
 	led := time.Since(start)
 
 	// Fresh agents, one at a time: --peers is the current configuration
@@ -148,6 +148,9 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	sameState(t, c)
 	for _, a := range c.agents {
 		acl := c.client(a)
+		if _, err := acl.GetRun(ctx, after); err != nil {
+			t.Fatalf("%s: the run submitted to the recovered node alone: %v", a.id, err)
+		}
 		for id, want := range before {
 			r, err := acl.GetRun(ctx, id)
 			if err != nil || r.State != want {
