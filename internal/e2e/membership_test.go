@@ -31,7 +31,7 @@ func TestReplaceDeadFollowerUnderLoad(t *testing.T) {
 	c := startCluster(t, 3)
 	leader := c.waitLeader()
 	dead := c.followers(leader)[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	wf := json.RawMessage(`{"name":"load","tasks":[{"key":"a","type":"load"}]}`)
 

@@ -24,7 +24,7 @@ import (
 func TestRecoverFromLostMajority(t *testing.T) {
 	c := startCluster(t, 3)
 	cl := c.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	one := func(typ string) json.RawMessage {
 		return json.RawMessage(fmt.Sprintf(`{"name":%q,"tasks":[{"key":"a","type":%q}]}`, typ, typ))
