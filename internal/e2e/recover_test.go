@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,15 +34,13 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	// Committed runs: some completed by a worker, some pending.
 	var ids []string
 	for range 4 {
-		ids = append(ids, submit(t, cl, one("done")))
+		ids = append(ids, submitID(t, cl, one("done")))
 	}
 	for range 4 {
-		ids = append(ids, submit(t, cl, one("todo")))
+		ids = append(ids, submitID(t, cl, one("todo")))
 	}
 	for range 4 {
-		if !complete(t, cl, claimOne(t, cl, "w1", "done")) {
-			t.Fatal("completion not accepted")
-		}
+		completeOK(t, cl, claimOne(t, cl, "w1", "done"))
 	}
 	before := map[string]domain.RunState{}
 	for _, id := range ids {
@@ -111,7 +111,7 @@ func TestRecoverFromLostMajority(t *testing.T) {
 		t.Fatalf("leader %s", l.id)
 	}
 	scl := c.client(survivor)
-	after := submit(t, scl, one("after"))
+	after := submitID(t, scl, one("after"))
 	led := time.Since(start)
 
 	// Fresh agents, one at a time: --peers is the current configuration
@@ -132,12 +132,11 @@ func TestRecoverFromLostMajority(t *testing.T) {
 			"operator", "raft", "add-peer", a.id, a.raft).CombinedOutput(); err != nil {
 			t.Fatalf("add-peer %s: %v\n%s", a.id, err, out)
 		}
+		c.waitCaughtUp(a, survivor) // before the next one (docs/operations.md)
 	}
 	// Writes with three voters: submit, claim and complete.
-	post := submit(t, scl, one("post"))
-	if !complete(t, scl, claimOne(t, scl, "w2", "post")) {
-		t.Fatal("completion after recovery not accepted")
-	}
+	post := submitID(t, scl, one("post"))
+	completeOK(t, scl, claimOne(t, scl, "w2", "post"))
 	writes := time.Since(start)
 	if r := waitRun(t, scl, post, 10*time.Second); r.State != domain.RunSucceeded {
 		t.Fatalf("run after recovery: %s", r.State)
@@ -166,6 +165,67 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	}
 	t.Logf("recover command %s; leader alone taking writes %s after its start; submit+claim+complete with 3 voters %s after it",
 		recovered.Round(time.Millisecond), led.Round(time.Millisecond), writes.Round(time.Millisecond))
+}
+
+var submitSeq atomic.Int64
+
+// submitID submits with an id of its own, again on -32004 (a leader lost
+// while the submit was out: outcome unknown, and the same id makes the
+// retry safe), and returns the id.
+func submitID(t *testing.T, cl *rpc.Client, wf json.RawMessage) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id := fmt.Sprintf("0193a001-0000-7000-8000-%012x", submitSeq.Add(1))
+	for attempt := 0; ; attempt++ {
+		_, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, ID: id})
+		if err == nil {
+			return id
+		}
+		if !errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
+			t.Fatalf("submit %s: %v", id, err)
+		}
+		time.Sleep(rpc.Backoff(attempt, 20*time.Millisecond, time.Second, err)) // the client's retry advice
+	}
+}
+
+// completeOK completes a claimed task, again on -32004 (safe: the
+// fencing token), and fails the test unless it is accepted.
+func completeOK(t *testing.T, cl *rpc.Client, tk rpc.Claimed) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		ack, err := cl.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`"ok"`)})
+		if err == nil {
+			if !ack.Accepted {
+				t.Fatalf("completion of %s not accepted", tk.TaskID)
+			}
+			return
+		}
+		if !errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
+			t.Fatalf("complete %s: %v", tk.TaskID, err)
+		}
+		time.Sleep(rpc.Backoff(attempt, 20*time.Millisecond, time.Second, err)) // the client's retry advice
+	}
+}
+
+// waitCaughtUp waits until a follows leader and has applied what the
+// leader had committed when the wait began.
+func (c *cluster) waitCaughtUp(a, leader *agent) {
+	c.t.Helper()
+	ls := c.status(leader)
+	if ls == nil {
+		c.t.Fatalf("%s does not answer", leader.id)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := c.status(a); st != nil && st.State == "follower" && st.LeaderID == leader.id && st.AppliedIndex >= ls.CommitIndex {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // another process's replication
+	}
+	c.t.Fatalf("%s did not catch up with %s (commit index %d) within 30s: %+v", a.id, leader.id, ls.CommitIndex, c.status(a))
 }
 
 // stop ends an agent gracefully (SIGTERM) and waits for it to exit.
