@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +73,7 @@ func ReadPeersFile(path string) ([]Peer, error) {
 		Address  string `json:"address"`
 		NonVoter bool   `json:"non_voter"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("%s: %w (want a JSON array of {\"id\": \"n1\", \"address\": \"host:port\"})", path, err)
