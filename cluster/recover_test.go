@@ -188,3 +188,23 @@ func copyDir(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+func TestReadPeersFile(t *testing.T) {
+	write := func(body string) string {
+		p := filepath.Join(t.TempDir(), "peers.json")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	got, err := ReadPeersFile(write(`[{"id":"n1","address":"10.0.0.1:7001"},{"id":"n2","address":"10.0.0.2:7001","non_voter":false}]`))
+	if err != nil || len(got) != 2 || got[1] != (Peer{ID: "n2", Address: "10.0.0.2:7001"}) {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range []string{`[]`, `[{"id":"n1","address":"10.0.0.1:7001"},{"id":"n1","address":"10.0.0.2:7001"}]`,
+		`[{"id":"n1"}]`, `[{"id":"n1","address":"nohost"}]`, `[{"id":"n1","address":"10.0.0.1:7001","role":"x"}]`} {
+		if _, err := ReadPeersFile(write(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
