@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -85,11 +86,24 @@ func (n *Node) AddVoter(id, addr string) error {
 		}
 		if sameID || sameAddr {
 			if err := n.raft.RemoveServer(srv.ID, 0, 10*time.Second).Error(); err != nil {
-				return fmt.Errorf("remove stale member %s: %w", srv.ID, err)
+				return changeErr(fmt.Errorf("remove stale member %s: %w", srv.ID, err))
 			}
 		}
 	}
-	return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error()
+	return changeErr(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error())
+}
+
+// changeErr makes a membership change that lost its leader before it
+// committed retryable (-32004): AddVoter is idempotent, so the caller's
+// retry on the next leader finishes it or finds it done. A new voter that
+// is not up yet, or still catching up, costs a one- or two-node cluster its
+// quorum (the change commits under the new configuration), so the leader
+// can step down until the newcomer answers.
+func changeErr(err error) error {
+	if errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		return &domain.UnavailableError{Reason: "the membership change did not commit before leadership changed (a new voter that is not up or not caught up yet can cost a small cluster its quorum until it is); repeating it is safe: " + err.Error(), RetryAfter: 500 * time.Millisecond}
+	}
+	return err
 }
 
 // RemoveServer removes a member by id.

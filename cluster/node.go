@@ -152,6 +152,10 @@ type Config struct {
 	// AutoPeriod and AutoWindow are the adaptive concurrency controller's
 	// period and latency window (autoconc.go; 0: 1 s and 10 s).
 	AutoPeriod, AutoWindow time.Duration
+
+	// skipCatchUp: openStores leaves a state store that is behind the
+	// newest snapshot as it is (Inspect reads a data dir without changing it).
+	skipCatchUp bool
 }
 
 func (c *Config) defaults() {
@@ -326,6 +330,9 @@ func (n *Node) openStores() error {
 			return fmt.Errorf("open snapshot store: %w", err)
 		}
 		n.cfg.SnapshotStore = ss
+	}
+	if n.cfg.skipCatchUp {
+		return nil
 	}
 	return n.catchUpFromSnapshot()
 }

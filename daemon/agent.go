@@ -115,6 +115,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		meta["client"] = cfg.ClientAddr
 	}
 	autoPeriod, autoWindow := autoTiming(log) // adaptive concurrency (autoconc.go)
+	snapThreshold, trailingLogs, snapInterval := raftCompaction(log)
 	a.node, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
@@ -123,6 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes,
 		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
 		AutoPeriod: autoPeriod, AutoWindow: autoWindow,
+		SnapshotThreshold: snapThreshold, TrailingLogs: trailingLogs, SnapshotInterval: snapInterval,
 	})
 	if err != nil {
 		return nil, err

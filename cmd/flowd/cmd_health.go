@@ -131,6 +131,9 @@ func healthAction(cCtx *cli.Context) error {
 
 const hintStartAgents = "start the missing agents (`flowd dev` for a local cluster), or check --addr / FLOWD_ADDR"
 
+// hintRecover follows a quorum-loss hint.
+const hintRecover = "; if a majority is gone for good, see docs/operations.md, \"Outage recovery\" (`flowd operator raft recover`)"
+
 // diagnose reads the probes: the leader they agree on, or the problem and
 // what to do about it. A reachable node without a leader while the others
 // follow one is most often a node started to join that no member has added
@@ -174,7 +177,7 @@ func diagnose(nodes []nodeHealth) (leader, problem, hint string) {
 			addPeer(lost) + "; a member that lost touch: check its log and network"
 	case len(leaders) == 0:
 		if reachable < len(nodes) {
-			return "", "no leader: the cluster may have lost its quorum", hintStartAgents
+			return "", "no leader: the cluster may have lost its quorum", hintStartAgents + hintRecover
 		}
 		if len(lost) == 1 {
 			return "", "no leader: the cluster may have lost its quorum",
