@@ -45,6 +45,9 @@ type Agent struct {
 	metrics *metrics
 	tls     *pki.Store // nil: plaintext between nodes (tls.go)
 	tokens  tokenConns // TCP client connections by ACL token (acl.go)
+	snaps   transfers  // open snapshot transfers (snapshot_transfer.go)
+	// snapSched is the scheduled snapshots' state (snapshot_schedule.go).
+	snapSched snapshotSchedule
 
 	mu          sync.Mutex
 	listeners   []net.Listener
@@ -210,6 +213,11 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 		}()
 	}
 	go a.rate.run(a.stopCtx())
+	a.removeStaleTemps()
+	go a.transferJanitor(a.stopCtx())
+	if a.cfg.SnapshotInterval > 0 {
+		go a.runSnapshotSchedule(a.stopCtx())
+	}
 	a.log.Info("agent started", "node", a.cfg.NodeID, "socket", a.cfg.Socket, "raft", a.cfg.RaftAddr,
 		"forward", a.cfg.ForwardAddr, "client", a.cfg.ClientAddr, "http", a.cfg.HTTPAddr)
 }

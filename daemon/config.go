@@ -66,7 +66,12 @@ type Config struct {
 	Pprof bool `json:"pprof,omitempty"`
 	// SnapshotDir is the only directory snapshot.save writes and
 	// snapshot.restore reads (default DATA_DIR/snapshots).
-	SnapshotDir      string        `json:"snapshot_dir,omitempty"`
+	SnapshotDir string `json:"snapshot_dir,omitempty"`
+	// SnapshotInterval takes a snapshot into SnapshotDir this often (0:
+	// never); SnapshotRetain keeps that many of them (default
+	// DefaultSnapshotRetain). snapshot_schedule.go.
+	SnapshotInterval time.Duration `json:"snapshot_interval,omitempty"`
+	SnapshotRetain   int           `json:"snapshot_retain,omitempty"`
 	MaxLine          int           `json:"max_line,omitempty"`
 	LogLevel         string        `json:"log_level,omitempty"`
 	LogFormat        string        `json:"log_format,omitempty"`
@@ -114,7 +119,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after"} {
+	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_commit_timeout", "shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "snapshot_interval"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
@@ -166,6 +171,12 @@ func (c Config) Merge(over Config) Config {
 	set(&c.AllowReadGIDs, over.AllowReadGIDs)
 	set(&c.ClientRole, over.ClientRole)
 	set(&c.SnapshotDir, over.SnapshotDir)
+	if over.SnapshotInterval != 0 {
+		c.SnapshotInterval = over.SnapshotInterval
+	}
+	if over.SnapshotRetain != 0 {
+		c.SnapshotRetain = over.SnapshotRetain
+	}
 	if over.Pprof {
 		c.Pprof = true
 	}
@@ -286,6 +297,17 @@ func (c *Config) Normalize() error {
 	}
 	if c.MaxSubscriptions == 0 {
 		c.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = DefaultSnapshotRetain
+	}
+	switch {
+	case c.SnapshotInterval < 0 || (c.SnapshotInterval > 0 && c.SnapshotInterval < MinSnapshotInterval):
+		problems = append(problems, fmt.Sprintf("--snapshot-interval %s must be at least %s (0: no scheduled snapshots)", c.SnapshotInterval, MinSnapshotInterval))
+	case c.SnapshotRetain < 0:
+		problems = append(problems, fmt.Sprintf("--snapshot-retain %d must be at least 1 (default %d)", c.SnapshotRetain, DefaultSnapshotRetain))
+	case c.SnapshotInterval > 0 && c.SnapshotDir == "":
+		problems = append(problems, "--snapshot-interval needs --snapshot-dir (or --data-dir) for the files")
 	}
 	if _, err := cluster.ParsePeers(c.Peers); err != nil {
 		problems = append(problems, "--peers: "+err.Error())

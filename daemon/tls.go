@@ -191,9 +191,15 @@ func (a *Agent) tlsForwardDialer() forwardDialer {
 	}
 }
 
-// forwardable reports whether a follower ever forwards method, i.e.
+// forwardable reports whether an agent ever forwards method, i.e.
 // whether the forwarding port serves it: every leader-bound method
-// (onLeader) and the reads that run on the leader with consistent: true.
+// (onLeader), the reads that run on the leader with consistent: true, and
+// the snapshot methods addressed to a leader or a node (onNode).
 func forwardable(method string) bool {
-	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList
+	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList || nodeAddressed[method]
+}
+
+// nodeAddressed methods run on the agent their params name (onNode).
+var nodeAddressed = map[string]bool{
+	rpc.MethodSnapshotSave: true, rpc.MethodSnapshotRead: true, rpc.MethodSnapshotWrite: true, rpc.MethodSnapshotClose: true,
 }

@@ -61,6 +61,8 @@ var agentCommand = &cli.Command{
 		&cli.IntFlag{Name: "max-subscriptions", EnvVars: []string{"FLOWD_MAX_SUBSCRIPTIONS"}, Usage: "event streams per connection", DefaultText: "32"},
 		&cli.BoolFlag{Name: "pprof", EnvVars: []string{"FLOWD_PPROF"}, Usage: "serve /debug/pprof on --http-addr (off: it exposes memory contents and costs CPU)"},
 		&cli.StringFlag{Name: "snapshot-dir", EnvVars: []string{"FLOWD_SNAPSHOT_DIR"}, TakesFile: true, Usage: "the only directory snapshot.save writes and snapshot.restore reads", DefaultText: "DATA_DIR/snapshots"},
+		&cli.DurationFlag{Name: "snapshot-interval", EnvVars: []string{"FLOWD_SNAPSHOT_INTERVAL"}, Usage: "take a snapshot of this agent's state into --snapshot-dir this often (at least 1s; names flowd-TIME-NODE.snap; 0: never)", DefaultText: "0 (off)"},
+		&cli.IntFlag{Name: "snapshot-retain", EnvVars: []string{"FLOWD_SNAPSHOT_RETAIN"}, Usage: "scheduled snapshots to keep (the oldest of this agent's scheduled files are removed; other files never)", DefaultText: "24"},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"FLOWD_LOG_LEVEL"}, Usage: "debug, info, warn or error", DefaultText: "info"},
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"FLOWD_LOG_FORMAT"}, Usage: "text or json", DefaultText: "text"},
 		&cli.DurationFlag{Name: "raft-heartbeat-timeout", EnvVars: []string{"FLOWD_RAFT_HEARTBEAT_TIMEOUT"}, Usage: "raft heartbeat timeout (failure detection; an election takes about twice this)", DefaultText: "500ms"},
@@ -113,6 +115,7 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		LineTimeout: cCtx.Duration("line-timeout"), IdleTimeout: cCtx.Duration("idle-timeout"),
 		MaxPartialBytes: cCtx.Int64("max-partial-bytes"), MaxSubscriptions: cCtx.Int("max-subscriptions"),
 		Pprof: cCtx.Bool("pprof"), SnapshotDir: cCtx.String("snapshot-dir"),
+		SnapshotInterval: cCtx.Duration("snapshot-interval"), SnapshotRetain: cCtx.Int("snapshot-retain"),
 	}
 	cfg := base.Merge(over)
 	if f := strings.ToLower(cfg.LogFormat); f != "" && f != "text" && f != "json" {
