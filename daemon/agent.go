@@ -43,9 +43,10 @@ type Agent struct {
 	workers *workerRegistry
 	rate    *rateMeter
 	metrics *metrics
-	tls     *pki.Store // nil: plaintext between nodes (tls.go)
-	tokens  tokenConns // TCP client connections by ACL token (acl.go)
-	snaps   transfers  // open snapshot transfers (snapshot_transfer.go)
+	tls     *pki.Store        // nil: plaintext between nodes (tls.go)
+	tokens  tokenConns        // TCP client connections by ACL token (acl.go)
+	snaps   transfers         // open snapshot transfers (snapshot_transfer.go)
+	meta    map[string]string // the addresses this agent publishes (publish.go)
 	// snapSched is the scheduled snapshots' state (snapshot_schedule.go).
 	snapSched snapshotSchedule
 
@@ -116,6 +117,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.ClientAddr != "" {
 		meta["client"] = cfg.ClientAddr
 	}
+	a.meta = meta
 	autoPeriod, autoWindow := autoTiming(log) // adaptive concurrency (autoconc.go)
 	a.node, err = cluster.New(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
@@ -151,6 +153,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 	}
 	fwdMethods = a.refuseUnhealthy(fwdMethods)
+	fwdMethods[methodPublish] = rpc.Func(a.servePublish) // publish.go
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	if clientL != nil {
@@ -214,6 +217,7 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 	}
 	go a.rate.run(a.stopCtx())
 	a.removeStaleTemps()
+	go a.publishLoop(a.stopCtx())
 	go a.transferJanitor(a.stopCtx())
 	if a.cfg.SnapshotInterval > 0 {
 		go a.runSnapshotSchedule(a.stopCtx())

@@ -159,8 +159,8 @@ func (a *Agent) snapshotSave(ctx context.Context, p rpc.SnapshotParams) (rpc.Sna
 	if p.Transfer != "" || p.Bytes != 0 || p.SHA256 != "" {
 		return rpc.SnapshotResult{}, invalid("transfer, bytes and sha256 are snapshot.restore's params; snapshot.save takes path or stream, and leader or node")
 	}
-	if p.Stream == (p.Path != "") {
-		return rpc.SnapshotResult{}, invalid("pass either path (a file name in --snapshot-dir) or stream: true (read the snapshot over the connection with snapshot.read)")
+	if p.Stream && p.Path != "" {
+		return rpc.SnapshotResult{}, invalid("pass either path (a file name in --snapshot-dir) or stream: true (read the snapshot over the connection with snapshot.read), not both")
 	}
 	if p.Leader && p.Node != "" {
 		return rpc.SnapshotResult{}, invalid("pass leader: true or node, not both")
@@ -235,8 +235,8 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 	if p.Stream || p.Leader || (p.Node != "" && p.Transfer == "") {
 		return rpc.SnapshotResult{}, invalid("snapshot.restore always runs on the leader and takes path, or transfer with bytes and sha256 (stream, leader and node are snapshot.save's)")
 	}
-	if (p.Path == "") == (p.Transfer == "") {
-		return rpc.SnapshotResult{}, invalid("pass either path (a file name in the leader's --snapshot-dir) or transfer (an upload: snapshot.upload)")
+	if p.Path != "" && p.Transfer != "" {
+		return rpc.SnapshotResult{}, invalid("pass either path (a file name in the leader's --snapshot-dir) or transfer (an upload: snapshot.upload), not both")
 	}
 	ctx, cancel := withTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -287,6 +287,10 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 		// report the cluster's index, not the snapshot file's.
 		if err := a.node.Barrier(ctx); err != nil {
 			return rpc.SnapshotResult{}, err
+		}
+		// The snapshot holds the addresses of the cluster it came from.
+		if err := a.publishSelf(ctx); err != nil {
+			a.log.Warn("publishing this agent's addresses after the restore failed; retrying", "err", err)
 		}
 		a.log.Info("snapshot restored", "from", what, "bytes", st.Size(), "applied_index", a.state.AppliedIndex(), "ms", time.Since(start).Milliseconds())
 		return rpc.SnapshotResult{Path: path, Bytes: st.Size(), AppliedIndex: a.state.AppliedIndex(), Node: a.cfg.NodeID, SHA256: sum}, nil

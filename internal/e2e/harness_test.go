@@ -63,7 +63,11 @@ type cluster struct {
 	agents []*agent
 }
 
-func startCluster(t testing.TB, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster { return startClusterWith(t, n) }
+
+// startClusterWith starts n agents with extra flags appended to each
+// agent's command line.
+func startClusterWith(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
 	base := t.TempDir()
 	c := &cluster{t: t}
@@ -79,6 +83,7 @@ func startCluster(t testing.TB, n int) *cluster {
 		a.args = []string{"agent", "--node-id", a.id, "--data-dir", a.dir, "--raft-addr", a.raft, "--forward-addr", a.fwd,
 			"--socket", a.sock, "--peers", strings.Join(peers, ","), "--raft-heartbeat-timeout", "300ms",
 			"--raft-election-timeout", "300ms", "--log-level", "info"}
+		a.args = append(a.args, extra...)
 		c.start(a)
 	}
 	t.Cleanup(c.stopAll)

@@ -1,0 +1,336 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/rpc"
+)
+
+// Backups that need no hands (docs/operations.md, "Backups"): snapshots
+// taken on the leader whichever agent the CLI reaches, streamed over the
+// connection to and from local files, refused when damaged, and taken on
+// a schedule with retention.
+
+// cli runs the flowd binary against sock and returns its combined output.
+func cli(t *testing.T, sock string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(flowdBin, append([]string{"--addr", "unix://" + sock, "--route", "any", "--timeout", "30s"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func mustCLI(t *testing.T, sock string, args ...string) string {
+	t.Helper()
+	out, err := cli(t, sock, args...)
+	if err != nil {
+		t.Fatalf("flowd %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// A save through a follower is taken on the leader and lands in the
+// leader's --snapshot-dir; --node picks another agent.
+func TestSnapshotSaveRunsOnTheLeaderFromAFollower(t *testing.T) {
+	c := startCluster(t, 3)
+	leader := c.waitLeader()
+	fs := c.followers(leader)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.client().Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"kept","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	out := mustCLI(t, fs[0].sock, "snapshot", "save", "s1", "-o", "json")
+	var res rpc.SnapshotResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if res.Node != leader.id || res.Path != filepath.Join(leader.dir, "snapshots", "s1") || len(res.SHA256) != 64 {
+		t.Fatalf("save through follower %s: %+v, want it on leader %s", fs[0].id, res, leader.id)
+	}
+	if _, err := os.Stat(res.Path); err != nil {
+		t.Fatalf("not on the leader: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(fs[0].dir, "snapshots", "s1")); !os.IsNotExist(err) {
+		t.Fatalf("the connected follower wrote the file too (%v)", err)
+	}
+	// --node: the other follower, reached through the first.
+	out = mustCLI(t, fs[0].sock, "snapshot", "save", "--node", fs[1].id, "s2")
+	if !strings.Contains(out, "saved "+fs[1].id+"'s snapshot") {
+		t.Fatalf("save --node %s: %s", fs[1].id, out)
+	}
+	if _, err := os.Stat(filepath.Join(fs[1].dir, "snapshots", "s2")); err != nil {
+		t.Fatalf("--node %s: %v", fs[1].id, err)
+	}
+	if out, err := cli(t, fs[0].sock, "snapshot", "save", "--node", "n9", "s3"); err == nil || !strings.Contains(out, `no member "n9"`) {
+		t.Fatalf("save --node n9: %v\n%s", err, out)
+	}
+	// And restore through a follower reads the leader's directory.
+	if out := mustCLI(t, fs[1].sock, "snapshot", "restore", "s1"); !strings.Contains(out, "through leader "+leader.id) {
+		t.Fatalf("restore s1: %s", out)
+	}
+}
+
+// runFacts are what a restore must bring back of a run.
+type runFacts struct {
+	State string
+	Tasks []string // key state attempt result error
+}
+
+// allRuns reads every run with its tasks from a.
+func allRuns(t *testing.T, cl *rpc.Client) map[string]runFacts {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var ids []string
+	cursor := ""
+	for {
+		page, err := cl.ListRuns(ctx, rpc.ListParams{Limit: 500, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Runs {
+			ids = append(ids, r.ID)
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	out := make(map[string]runFacts, len(ids))
+	var mu sync.Mutex
+	errs := make(chan error, 8)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				r, err := cl.GetRun(ctx, id)
+				if err != nil {
+					errs <- fmt.Errorf("run %s: %w", id, err)
+					return
+				}
+				f := runFacts{State: string(r.State)}
+				for _, tk := range r.Tasks {
+					var res bytes.Buffer
+					_ = json.Compact(&res, tk.Result)
+					f.Tasks = append(f.Tasks, fmt.Sprintf("%s %s %d %s %q", tk.Key, tk.State, tk.Attempt, res.String(), tk.Error))
+				}
+				mu.Lock()
+				out[id] = f
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		select {
+		case work <- id:
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	return out
+}
+
+// makeRuns submits n one-task runs and drives them into every kind of
+// state: 70% succeeded with a result, 10% failed, 10% cancelled, 10% left
+// with a ready task.
+func makeRuns(t *testing.T, cl *rpc.Client, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	kind := func(i int) string {
+		switch i % 10 {
+		case 7:
+			return "bad"
+		case 8, 9:
+			return "idle"
+		}
+		return "ok"
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	cancelled := make(chan string, n)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 8 {
+				wf := fmt.Sprintf(`{"name":"drill","tasks":[{"key":"a","type":%q,"input":{"i":%d}}]}`, kind(i), i)
+				res, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(wf), Labels: map[string]string{"i": strconv.Itoa(i)}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if i%10 == 8 {
+					cancelled <- res.ID
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(cancelled)
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	for id := range cancelled {
+		if _, err := cl.RunVerb(ctx, rpc.MethodRunCancel, id, "drill"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Work the ok and bad tasks off.
+	want := n/10*8 + max(0, min(n%10, 8))
+	done := 0
+	no := false
+	for done < want {
+		got, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: "drill", Types: []string{"ok", "bad"}, Max: 64, WaitMS: 2000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("no more tasks after %d of %d", done, want)
+		}
+		for _, tk := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var in struct{ I int }
+				_ = json.Unmarshal(tk.Input, &in)
+				var err error
+				if tk.Type == "bad" {
+					_, err = cl.Fail(ctx, rpc.FailParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Error: fmt.Sprintf("bad input %d", in.I), Retryable: &no})
+				} else {
+					_, err = cl.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken,
+						Result: json.RawMessage(fmt.Sprintf(`{"i":%d,"out":"r-%d"}`, in.I, in.I))})
+				}
+				if err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		done += len(got)
+	}
+}
+
+// The restore drill of docs/operations.md ("Backups"), between real
+// processes: save a running 3-agent cluster's snapshot over a follower's
+// connection into a local file, start a fresh 3-agent cluster, upload the
+// file through one of its followers, and check that every run is there
+// with its states and results and that the cluster takes writes.
+// FLOWD_DRILL_RUNS sets the number of runs (default 1000).
+func TestSnapshotRestoreDrill(t *testing.T) {
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("FLOWD_DRILL_RUNS")); err == nil && v > 0 {
+		n = v
+	}
+	old := startCluster(t, 3)
+	oldLeader := old.waitLeader()
+	oldCl := old.client()
+	t0 := time.Now()
+	makeRuns(t, oldCl, n)
+	t.Logf("%d runs made in %s", n, time.Since(t0).Round(time.Millisecond))
+	want := allRuns(t, old.client(oldLeader))
+	if len(want) != n {
+		t.Fatalf("%d runs on the old cluster, want %d", len(want), n)
+	}
+
+	file := filepath.Join(t.TempDir(), "backup.snap")
+	t0 = time.Now()
+	out := mustCLI(t, old.followers(oldLeader)[0].sock, "snapshot", "save", "--out", file)
+	saveTook := time.Since(t0)
+	st, err := os.Stat(file)
+	if err != nil || !strings.Contains(out, "saved "+oldLeader.id+"'s snapshot") {
+		t.Fatalf("save --out: %v\n%s", err, out)
+	}
+	// No temporary copy is left on the leader once the download ended.
+	if left, _ := filepath.Glob(filepath.Join(oldLeader.dir, "snapshots", ".flowd-tmp-*")); len(left) > 0 {
+		t.Fatalf("temporary files left on the leader: %v", left)
+	}
+	old.stopAll()
+
+	fresh := startCluster(t, 3)
+	freshLeader := fresh.waitLeader()
+	via := fresh.followers(freshLeader)[0]
+	t0 = time.Now()
+	out = mustCLI(t, via.sock, "snapshot", "restore", "--in", file)
+	restoreTook := time.Since(t0)
+	if !strings.Contains(out, "restored "+file) {
+		t.Fatalf("restore --in: %s", out)
+	}
+	// Every agent of the fresh cluster serves every run as it was.
+	for _, a := range fresh.agents {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var st *rpc.ClusterStatus
+		for st = fresh.status(a); st == nil || st.AppliedIndex < st.CommitIndex; st = fresh.status(a) {
+			if ctx.Err() != nil {
+				t.Fatalf("%s did not catch up: %+v", a.id, st)
+			}
+			time.Sleep(20 * time.Millisecond) // polling another process
+		}
+		cancel()
+		got := allRuns(t, fresh.client(a))
+		if len(got) != len(want) {
+			t.Fatalf("%s holds %d runs after the restore, want %d", a.id, len(got), len(want))
+		}
+		for id, w := range want {
+			if g := got[id]; g.State != w.State || strings.Join(g.Tasks, "|") != strings.Join(w.Tasks, "|") {
+				t.Fatalf("%s: run %s is %+v after the restore, want %+v", a.id, id, g, w)
+			}
+		}
+	}
+	states := map[string]int{}
+	for _, w := range want {
+		states[w.State]++
+	}
+	// The restored cluster takes writes: a new run, and a task that was
+	// ready in the snapshot, both worked to the end.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := fresh.client(via)
+	sub, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"after"}]}`)})
+	if err != nil {
+		t.Fatalf("submit after the restore: %v", err)
+	}
+	for _, typ := range []string{"after", "idle"} {
+		got, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: "after", Types: []string{typ}, WaitMS: 5000})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("claim %s after the restore: %v %v", typ, got, err)
+		}
+		if _, err := cl.Complete(ctx, rpc.CompleteParams{TaskID: got[0].TaskID, FencingToken: got[0].FencingToken, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w, err := cl.WaitRun(ctx, sub.ID, 10000); err != nil || !w.Done || w.Run.State != "succeeded" {
+		t.Fatalf("the run submitted after the restore: %+v %v", w, err)
+	}
+	t.Logf("drill: %d runs %v, file %d bytes; save --out %s, restore --in %s (a fresh 3-agent cluster, through a follower)",
+		n, states, st.Size(), saveTook.Round(time.Millisecond), restoreTook.Round(time.Millisecond))
+}
