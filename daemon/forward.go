@@ -440,7 +440,7 @@ func onNode[R any](ctx context.Context, p *leaderProxy, node, method string, par
 		return zero, &domain.UnavailableError{RetryAfter: time.Second,
 			Reason: "a " + method + " for " + node + " reached " + p.self + ": the members' addresses changed; retry"}
 	}
-	addr := p.nodeAddr(node)
+	addr := p.nodeAddr(ctx, node)
 	if addr == "" {
 		return zero, fmt.Errorf("%w: no member %q; run `flowd operator raft list-peers`", domain.ErrNotFound, node)
 	}
@@ -451,17 +451,36 @@ func onNode[R any](ctx context.Context, p *leaderProxy, node, method string, par
 	return out, nil
 }
 
-// nodeAddr returns node id's forwarding address: the one it published, or
-// the one derived from its raft address ("" if it is not a member).
-func (p *leaderProxy) nodeAddr(id string) string {
-	if meta := p.node.NodeMeta(id); meta["forward"] != "" {
-		return meta["forward"]
-	}
-	for _, s := range p.node.Servers() {
-		if s.ID == id {
-			addr, _ := DeriveForwardAddr(s.Address)
-			return addr
+// nodeAddr returns node id's forwarding address: the one it published
+// (publish.go; waited for briefly: a member publishes it within moments of
+// a leader's election), or else the one derived from its raft address; ""
+// if it is not a member.
+func (p *leaderProxy) nodeAddr(ctx context.Context, id string) string {
+	wait := time.NewTimer(publishWait)
+	defer wait.Stop()
+	for {
+		if meta := p.node.NodeMeta(id); meta["forward"] != "" {
+			return meta["forward"]
 		}
+		member := ""
+		for _, s := range p.node.Servers() {
+			if s.ID == id {
+				member = s.Address
+			}
+		}
+		if member == "" {
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+		case <-wait.C:
+		case <-time.After(50 * time.Millisecond): // the record is replicated state; poll it
+			continue
+		}
+		addr, _ := DeriveForwardAddr(member)
+		return addr
 	}
-	return ""
 }
+
+// publishWait bounds nodeAddr's wait for a member's published address.
+const publishWait = 3 * time.Second

@@ -265,7 +265,8 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 			return rpc.SnapshotResult{}, err
 		}
 		// Validate before touching the cluster.
-		if err := fsm.ReadSnapshot(f, func(k, v []byte) error { return nil }); err != nil {
+		snapIndex, err := fsm.CheckSnapshot(f)
+		if err != nil {
 			return rpc.SnapshotResult{}, invalid("%s: %v (is it a file written by snapshot.save?); nothing was restored", what, err)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -279,7 +280,9 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 			return rpc.SnapshotResult{}, a.node.Barrier(ctx) // returns NotLeaderError
 		}
 		start := time.Now()
-		meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: st.Size()}
+		// Index: raft puts the restore past the snapshot's own index (a
+		// snapshot from a cluster whose log is ahead of this one's).
+		meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: st.Size(), Index: snapIndex}
 		if err := a.node.Raft().Restore(meta, f, time.Minute); err != nil {
 			return rpc.SnapshotResult{}, fmt.Errorf("restore: %w", err)
 		}

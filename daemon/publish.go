@@ -71,16 +71,16 @@ func (a *Agent) publishSelf(ctx context.Context) error {
 
 // publishLoop keeps this agent's record right until ctx ends.
 func (a *Agent) publishLoop(ctx context.Context) {
-	tick := time.NewTicker(publishEvery)
-	defer tick.Stop()
 	for {
+		next := publishEvery
 		if err := a.publishSelf(ctx); err != nil && ctx.Err() == nil {
 			a.log.Debug("publishing this agent's addresses failed; retrying", "err", err)
+			next = 100 * time.Millisecond // e.g. no leader yet: try again soon
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(next):
 		}
 	}
 }

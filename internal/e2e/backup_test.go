@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -152,6 +156,17 @@ func allRuns(t *testing.T, cl *rpc.Client) map[string]runFacts {
 	return out
 }
 
+// claim claims as a worker does: again after a -32004 (a leader change
+// during the wait), until ctx ends.
+func claim(ctx context.Context, cl *rpc.Client, p rpc.ClaimParams) ([]rpc.Claimed, error) {
+	for {
+		got, err := cl.Claim(ctx, p)
+		if !errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
+			return got, err
+		}
+	}
+}
+
 // makeRuns submits n one-task runs and drives them into every kind of
 // state: 70% succeeded with a result, 10% failed, 10% cancelled, 10% left
 // with a ready task.
@@ -168,6 +183,10 @@ func makeRuns(t *testing.T, cl *rpc.Client, n int) {
 		}
 		return "ok"
 	}
+	// The failures are on purpose: no breaker holds the type back.
+	if err := cl.CallIdempotent(ctx, rpc.MethodSettingsSet, map[string]any{"breaker_failures": -1}, nil); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	cancelled := make(chan string, n)
@@ -177,7 +196,8 @@ func makeRuns(t *testing.T, cl *rpc.Client, n int) {
 			defer wg.Done()
 			for i := g; i < n; i += 8 {
 				wf := fmt.Sprintf(`{"name":"drill","tasks":[{"key":"a","type":%q,"input":{"i":%d}}]}`, kind(i), i)
-				res, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(wf), Labels: map[string]string{"i": strconv.Itoa(i)}})
+				// An id makes the submit safe to retry across a leader change.
+				res, err := cl.Submit(ctx, rpc.SubmitParams{ID: uuid.Must(uuid.NewV7()).String(), Workflow: json.RawMessage(wf), Labels: map[string]string{"i": strconv.Itoa(i)}})
 				if err != nil {
 					errs <- err
 					return
@@ -205,7 +225,7 @@ func makeRuns(t *testing.T, cl *rpc.Client, n int) {
 	done := 0
 	no := false
 	for done < want {
-		got, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: "drill", Types: []string{"ok", "bad"}, Max: 64, WaitMS: 2000})
+		got, err := claim(ctx, cl, rpc.ClaimParams{WorkerID: "drill", Types: []string{"ok", "bad"}, Max: 64, WaitMS: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +340,7 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 		t.Fatalf("submit after the restore: %v", err)
 	}
 	for _, typ := range []string{"after", "idle"} {
-		got, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: "after", Types: []string{typ}, WaitMS: 5000})
+		got, err := claim(ctx, cl, rpc.ClaimParams{WorkerID: "after", Types: []string{typ}, WaitMS: 5000})
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim %s after the restore: %v %v", typ, got, err)
 		}
