@@ -3,9 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -353,4 +356,195 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 	}
 	t.Logf("drill: %d runs %v, file %d bytes; save --out %s, restore --in %s (a fresh 3-agent cluster, through a follower)",
 		n, states, st.Size(), saveTook.Round(time.Millisecond), restoreTook.Round(time.Millisecond))
+}
+
+// upload sends data as a snapshot upload through cl in chunks and then
+// asks for its restore declaring bytes and sum.
+func upload(ctx context.Context, cl *rpc.Client, data []byte, bytes int64, sum string) error {
+	var up rpc.SnapshotUploadResult
+	if err := cl.Call(ctx, rpc.MethodSnapshotUpload, rpc.SnapshotUploadParams{}, &up); err != nil {
+		return err
+	}
+	for off := 0; off < len(data); off += 256 << 10 {
+		end := min(off+256<<10, len(data))
+		var wr rpc.SnapshotWriteResult
+		p := rpc.SnapshotWriteParams{SnapshotTransfer: up.SnapshotTransfer, Offset: int64(off), Data: data[off:end]}
+		if err := cl.Call(ctx, rpc.MethodSnapshotWrite, p, &wr); err != nil {
+			return err
+		}
+	}
+	var res rpc.SnapshotResult
+	return cl.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: bytes, SHA256: sum}, &res)
+}
+
+// A damaged upload restores nothing: a truncated one, one whose bytes
+// changed on the way (SHA-256), one that is intact but not a complete
+// snapshot, chunks out of order, and a truncated file given to the CLI.
+// Only the intact upload replaces the state. No temporary file is left.
+func TestSnapshotDamagedUploadRestoresNothing(t *testing.T) {
+	c := startCluster(t, 1)
+	a := c.agents[0]
+	cl := c.client(a)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"before","tasks":[{"key":"a","type":"echo","input":{"pad":"` + strings.Repeat("x", 3000) + `"}}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "good.snap")
+	mustCLI(t, a.sock, "snapshot", "save", "--out", file)
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(good))
+	// A run the snapshot does not hold: a restore would remove it.
+	after, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	intact := func(what string) {
+		t.Helper()
+		if _, err := cl.GetRun(ctx, after.ID); err != nil {
+			t.Fatalf("%s: the run made after the snapshot is gone (%v): something was restored", what, err)
+		}
+	}
+	refused := func(what string, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %v, want an error with %q", what, err, want)
+		}
+		intact(what)
+	}
+
+	half := good[:len(good)/2]
+	refused("truncated upload", upload(ctx, cl, half, int64(len(good)), sum), "incomplete")
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/3] ^= 0x40
+	refused("corrupted upload", upload(ctx, cl, flipped, int64(len(good)), sum), "SHA-256")
+	short := good[:len(good)-7] // consistent size and sum, but no trailer
+	refused("truncated file", upload(ctx, cl, short, int64(len(short)), fmt.Sprintf("%x", sha256.Sum256(short))), "bad snapshot")
+	// Chunks out of order are refused as they come.
+	var up rpc.SnapshotUploadResult
+	if err := cl.Call(ctx, rpc.MethodSnapshotUpload, rpc.SnapshotUploadParams{}, &up); err != nil {
+		t.Fatal(err)
+	}
+	err = cl.Call(ctx, rpc.MethodSnapshotWrite, rpc.SnapshotWriteParams{SnapshotTransfer: up.SnapshotTransfer, Offset: 10, Data: good[10:20]}, nil)
+	refused("a chunk out of order", err, "send the chunks in order")
+	// Abandoned mid-way (a CLI killed): closing it makes a restore of it
+	// impossible.
+	if err := cl.Call(ctx, rpc.MethodSnapshotWrite, rpc.SnapshotWriteParams{SnapshotTransfer: up.SnapshotTransfer, Offset: 0, Data: half}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Call(ctx, rpc.MethodSnapshotClose, up.SnapshotTransfer, nil); err != nil {
+		t.Fatal(err)
+	}
+	err = cl.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Bytes: int64(len(half)), SHA256: fmt.Sprintf("%x", sha256.Sum256(half))}, nil)
+	refused("a closed upload", err, "no open snapshot upload")
+	// The CLI checks a local file before it uploads anything.
+	bad := filepath.Join(t.TempDir(), "bad.snap")
+	if err := os.WriteFile(bad, half, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, a.sock, "snapshot", "restore", "--in", bad)
+	if err == nil || !strings.Contains(out, "nothing was restored") {
+		t.Fatalf("restore --in a truncated file: %v\n%s", err, out)
+	}
+	intact("restore --in a truncated file")
+	if left, _ := filepath.Glob(filepath.Join(a.dir, "snapshots", ".flowd-tmp-*")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	// The intact upload restores: the later run is gone.
+	if err := upload(ctx, cl, good, int64(len(good)), sum); err != nil {
+		t.Fatalf("intact upload: %v", err)
+	}
+	if _, err := cl.GetRun(ctx, after.ID); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("the intact upload did not restore: run %s: %v", after.ID, err)
+	}
+}
+
+// Scheduled snapshots: an agent with --snapshot-interval writes them into
+// its --snapshot-dir and keeps --snapshot-retain of them; files it did not
+// write are never removed; each is logged and the metric moves.
+func TestScheduledSnapshotsAndRetention(t *testing.T) {
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	start := time.Now()
+	c := startClusterWith(t, 1, "--snapshot-interval", "1s", "--snapshot-retain", "2", "--http-addr", httpAddr)
+	a := c.agents[0]
+	dir := filepath.Join(a.dir, "snapshots")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	others := []string{"manual.snap", "flowd-20200101T000000.000Z-n2.snap", "flowd-someday-n1.snap", "flowd-20200101T000000.000Z-n1.snap.bak"}
+	for _, n := range others {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("not ours"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheduled := func() []string {
+		ents, _ := os.ReadDir(dir)
+		var out []string
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "flowd-2") && strings.HasSuffix(e.Name(), "-n1.snap") {
+				out = append(out, e.Name())
+			}
+		}
+		return out
+	}
+	logged := func() []string {
+		b, _ := os.ReadFile(a.dir + ".log")
+		var files []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, `msg="scheduled snapshot"`) {
+				_, f, _ := strings.Cut(l, " file=")
+				f, _, _ = strings.Cut(f, " ")
+				files = append(files, filepath.Base(f))
+			}
+		}
+		return files
+	}
+	// Wait (polling the agent's directory and log: another process) until
+	// four were taken and the newest two are what is kept.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		l, s := logged(), scheduled()
+		if len(l) >= 4 && len(s) == 2 && s[1] == l[len(l)-1] {
+			if s[0] != l[len(l)-2] {
+				t.Fatalf("kept %v, want the newest two of %v", s, l)
+			}
+			for _, gone := range l[:len(l)-2] {
+				if _, err := os.Stat(filepath.Join(dir, gone)); !os.IsNotExist(err) {
+					t.Fatalf("%s was not removed (%v)", gone, err)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s: logged %v, directory holds %v", l, s)
+		}
+		time.Sleep(50 * time.Millisecond) // polling another process
+	}
+	for _, n := range others {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Fatalf("retention removed %s, which the scheduler did not write: %v", n, err)
+		}
+	}
+	// A scheduled file is a complete snapshot.
+	if out := mustCLI(t, a.sock, "snapshot", "inspect", filepath.Join(dir, scheduled()[0])); !strings.Contains(out, "Applied index:") {
+		t.Fatalf("inspect: %s", out)
+	}
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var last float64
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, "flowd_snapshot_last_success_timestamp_seconds "); ok {
+			last, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if last < float64(start.Unix()) || !strings.Contains(string(body), "flowd_scheduled_snapshots_total ") {
+		t.Fatalf("flowd_snapshot_last_success_timestamp_seconds = %v, want after %d", last, start.Unix())
+	}
 }
