@@ -28,10 +28,11 @@ import (
 // advertised) is not loopback, unless --insecure-plaintext says the
 // operator accepts that; either way every start logs a warning.
 //
-// The forwarding port serves only what a follower forwards (forwardable):
-// writes, long polls, leader memory and consistent reads. Everything else
-// (status, snapshot.save, subscriptions, ...) is -32601 there, so a member
-// certificate is not a back door to methods a follower never sends.
+// The forwarding port serves only what an agent forwards (forwardable):
+// writes, long polls, leader memory, consistent reads and the snapshot
+// calls addressed to a node. Everything else (status, subscriptions, ...)
+// is -32601 there, so a member certificate is not a back door to methods
+// an agent never sends.
 
 // TLSEnabled reports whether the config asks for mutual TLS between nodes.
 func (c *Config) TLSEnabled() bool { return c.TLSCA != "" || c.TLSCert != "" || c.TLSKey != "" }

@@ -286,16 +286,23 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "backup.snap")
+	oldLeader = old.waitLeader() // (the load of makeRuns may have moved it)
 	t0 = time.Now()
-	out := mustCLI(t, old.followers(oldLeader)[0].sock, "snapshot", "save", "--out", file)
+	out := mustCLI(t, old.followers(oldLeader)[0].sock, "snapshot", "save", "--out", file, "-o", "json")
 	saveTook := time.Since(t0)
-	st, err := os.Stat(file)
-	if err != nil || !strings.Contains(out, "saved "+oldLeader.id+"'s snapshot") {
+	var saved rpc.SnapshotResult
+	if err := json.Unmarshal([]byte(out), &saved); err != nil || saved.Path != file {
 		t.Fatalf("save --out: %v\n%s", err, out)
 	}
-	// No temporary copy is left on the leader once the download ended.
-	if left, _ := filepath.Glob(filepath.Join(oldLeader.dir, "snapshots", ".flowd-tmp-*")); len(left) > 0 {
-		t.Fatalf("temporary files left on the leader: %v", left)
+	st, err := os.Stat(file)
+	if err != nil || st.Size() != saved.Bytes {
+		t.Fatalf("save --out: %v %v, want %d bytes", st, err, saved.Bytes)
+	}
+	// No temporary copy is left on the agent once the download ended.
+	for _, a := range old.agents {
+		if left, _ := filepath.Glob(filepath.Join(a.dir, "snapshots", ".flowd-tmp-*")); len(left) > 0 {
+			t.Fatalf("temporary files left on %s: %v", a.id, left)
+		}
 	}
 	old.stopAll()
 
@@ -354,8 +361,8 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 	if w, err := cl.WaitRun(ctx, sub.ID, 10000); err != nil || !w.Done || w.Run.State != "succeeded" {
 		t.Fatalf("the run submitted after the restore: %+v %v", w, err)
 	}
-	t.Logf("drill: %d runs %v, file %d bytes; save --out %s, restore --in %s (a fresh 3-agent cluster, through a follower)",
-		n, states, st.Size(), saveTook.Round(time.Millisecond), restoreTook.Round(time.Millisecond))
+	t.Logf("drill: %d runs %v, file %d bytes from %s; save --out %s, restore --in %s (a fresh 3-agent cluster, through a follower)",
+		n, states, st.Size(), saved.Node, saveTook.Round(time.Millisecond), restoreTook.Round(time.Millisecond))
 }
 
 // upload sends data as a snapshot upload through cl in chunks and then
