@@ -61,6 +61,8 @@ type snapTransfer struct {
 	lastLen int
 	touched time.Time
 	closed  bool
+	// finished: an upload handed to restore; no write changes it now.
+	finished bool
 }
 
 // discard closes and removes the transfer's file.
@@ -310,8 +312,8 @@ func (a *Agent) snapshotWrite(ctx context.Context, p rpc.SnapshotWriteParams) (r
 		t.mu.Lock()
 		defer t.mu.Unlock()
 		switch {
-		case t.closed:
-			return rpc.SnapshotWriteResult{}, fmt.Errorf("%w: snapshot upload %q was closed", domain.ErrNotFound, p.Transfer)
+		case t.closed || t.finished:
+			return rpc.SnapshotWriteResult{}, fmt.Errorf("%w: snapshot upload %q was closed or restored", domain.ErrNotFound, p.Transfer)
 		case p.Offset == t.lastOff && len(p.Data) == t.lastLen && p.Offset+int64(len(p.Data)) == t.size:
 			return rpc.SnapshotWriteResult{Received: t.size}, nil // a repeat of the last chunk
 		case p.Offset != t.size:
@@ -344,6 +346,7 @@ func (a *Agent) finishUpload(p rpc.SnapshotParams) (*snapTransfer, error) {
 			domain.ErrNotFound, p.Transfer, a.cfg.NodeID, hint, transferIdle)
 	}
 	t.mu.Lock()
+	t.finished = true // a write still in flight is refused from now on
 	size, sum := t.size, hex.EncodeToString(t.hash.Sum(nil))
 	t.mu.Unlock()
 	switch {
