@@ -138,7 +138,7 @@ func snapshotRestoreAction(cCtx *cli.Context) error {
 		defer cancel()
 		err = c.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Path: name}, &res)
 	case "-":
-		res, err = uploadSnapshot(cCtx, cCtx.Context, c, os.Stdin)
+		res, err = uploadSnapshot(cCtx, cCtx.Context, c, cCtx.App.Reader)
 		res.Path = "standard input"
 	default:
 		var f *os.File
