@@ -88,6 +88,21 @@ func TestSnapshotSaveRunsOnTheLeaderFromAFollower(t *testing.T) {
 	if out := mustCLI(t, fs[1].sock, "snapshot", "restore", "s1"); !strings.Contains(out, "through leader "+leader.id) {
 		t.Fatalf("restore s1: %s", out)
 	}
+	// Standard output to standard input: save --out - | restore --in -.
+	save := exec.Command(flowdBin, "--addr", "unix://"+fs[0].sock, "--timeout", "30s", "snapshot", "save", "--out", "-")
+	var snap, msg bytes.Buffer
+	save.Stdout, save.Stderr = &snap, &msg
+	if err := save.Run(); err != nil || !strings.Contains(msg.String(), "to standard output") {
+		t.Fatalf("save --out -: %v\n%s", err, msg.String())
+	}
+	if !bytes.HasPrefix(snap.Bytes(), []byte("FLOWDSNAP")) || !strings.Contains(msg.String(), fmt.Sprintf("%x", sha256.Sum256(snap.Bytes()))) {
+		t.Fatalf("standard output is not the snapshot the agent hashed (%d bytes)\n%s", snap.Len(), msg.String())
+	}
+	restore := exec.Command(flowdBin, "--addr", "unix://"+fs[1].sock, "--timeout", "30s", "snapshot", "restore", "--in", "-")
+	restore.Stdin = &snap
+	if out, err := restore.CombinedOutput(); err != nil || !strings.Contains(string(out), "restored standard input") {
+		t.Fatalf("restore --in -: %v\n%s", err, out)
+	}
 }
 
 // runFacts are what a restore must bring back of a run.
