@@ -21,11 +21,14 @@ import (
 // restore --in uploads a local file (or stdin) chunk by chunk and restores
 // it; both check the size and the SHA-256 end to end.
 
-// chunkCall makes one transfer call with the command's --timeout.
+// chunkCall makes one transfer call with the command's --timeout, again
+// after a lost connection or a -32004: every chunk call is safe to repeat
+// (a read is a read; a write repeated at its offset is answered again, not
+// written twice; closing twice is closing).
 func chunkCall(cCtx *cli.Context, ctx context.Context, c *rpc.Client, method string, params, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout(cCtx))
 	defer cancel()
-	return c.Call(ctx, method, params, out)
+	return c.CallIdempotent(ctx, method, params, out)
 }
 
 // downloadSnapshot opens a streamed save on node (the leader if "") and
@@ -113,7 +116,10 @@ func saveToFile(cCtx *cli.Context, ctx context.Context, c *rpc.Client, node, pat
 // unless they match what it received.
 func uploadSnapshot(cCtx *cli.Context, ctx context.Context, c *rpc.Client, r io.Reader) (rpc.SnapshotResult, error) {
 	var up rpc.SnapshotUploadResult
-	if err := chunkCall(cCtx, ctx, c, rpc.MethodSnapshotUpload, rpc.SnapshotUploadParams{}, &up); err != nil {
+	uctx, cancel := context.WithTimeout(ctx, callTimeout(cCtx))
+	err := c.Call(uctx, rpc.MethodSnapshotUpload, rpc.SnapshotUploadParams{}, &up) // each call opens one
+	cancel()
+	if err != nil {
 		return rpc.SnapshotResult{}, err
 	}
 	restored := false
@@ -153,7 +159,7 @@ func uploadSnapshot(cCtx *cli.Context, ctx context.Context, c *rpc.Client, r io.
 	rctx, cancel := context.WithTimeout(ctx, max(callTimeout(cCtx), 2*time.Minute))
 	defer cancel()
 	restored = true // the leader discards the upload whatever the answer
-	err := c.Call(rctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node,
+	err = c.Call(rctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node,
 		Bytes: off, SHA256: hex.EncodeToString(h.Sum(nil))}, &res)
 	return res, err
 }
