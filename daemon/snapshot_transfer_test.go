@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +96,56 @@ func TestSnapshotTransferRoundTripThroughFollowers(t *testing.T) {
 	leader.snaps.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("%d transfers left open on the leader", n)
+	}
+}
+
+// An upload lives on the leader that opened it: when leadership moves
+// before the restore, the restore is refused (not found, naming both
+// agents), nothing is restored, and the upload can still be closed on the
+// old leader (else it expires there).
+func TestSnapshotUploadRefusedAfterLeaderChange(t *testing.T) {
+	agents := startAgents(t, 3)
+	leader, fs := followers(agents)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := client(t, fs[0])
+	var res rpc.SnapshotResult
+	if err := c.Call(ctx, rpc.MethodSnapshotSave, rpc.SnapshotParams{Path: "s1", Leader: true}, &res); err != nil {
+		t.Fatal(err)
+	}
+	later, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"later","tasks":[{"key":"a","type":"echo"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up rpc.SnapshotUploadResult
+	if err := c.Call(ctx, rpc.MethodSnapshotUpload, rpc.SnapshotUploadParams{}, &up); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, rpc.MethodSnapshotWrite, rpc.SnapshotWriteParams{SnapshotTransfer: up.SnapshotTransfer, Data: data}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Call(ctx, rpc.MethodRaftTransfer, rpc.PeerParams{ID: fs[1].cfg.NodeID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for !fs[1].node.IsLeader() {
+		if ctx.Err() != nil {
+			t.Fatal("leadership did not move")
+		}
+		fs[1].node.WaitLeaderChange(ctx, 100*time.Millisecond)
+	}
+	err = c.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: res.Bytes, SHA256: res.SHA256}, nil)
+	if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "the upload went to "+leader.cfg.NodeID) {
+		t.Fatalf("restore after the leader changed: %v", err)
+	}
+	if _, err := c.GetRun(ctx, later.ID); err != nil {
+		t.Fatalf("something was restored: %v", err)
+	}
+	var ok rpc.OK
+	if err := c.Call(ctx, rpc.MethodSnapshotClose, up.SnapshotTransfer, &ok); err != nil || !ok.OK {
+		t.Fatalf("closing the upload on %s: %+v %v", up.Node, ok, err)
 	}
 }
