@@ -44,8 +44,12 @@ type Agent struct {
 	workers *workerRegistry
 	rate    *rateMeter
 	metrics *metrics
-	tls     *pki.Store // nil: plaintext between nodes (tls.go)
-	tokens  tokenConns // TCP client connections by ACL token (acl.go)
+	tls     *pki.Store        // nil: plaintext between nodes (tls.go)
+	tokens  tokenConns        // TCP client connections by ACL token (acl.go)
+	snaps   transfers         // open snapshot transfers (snapshot_transfer.go)
+	meta    map[string]string // the addresses this agent publishes (publish.go)
+	// snapSched is the scheduled snapshots' state (snapshot_schedule.go).
+	snapSched snapshotSchedule
 
 	mu          sync.Mutex
 	listeners   []net.Listener
@@ -114,6 +118,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.ClientAddr != "" {
 		meta["client"] = cfg.ClientAddr
 	}
+	a.meta = meta
 	autoPeriod, autoWindow := autoTiming(log) // adaptive concurrency (autoconc.go)
 	snapThreshold, trailingLogs, snapInterval := raftCompaction(log)
 	a.node, err = cluster.New(cluster.Config{
@@ -153,9 +158,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 	}
 	fwdMethods = a.refuseUnhealthy(fwdMethods)
+	fwdMethods[methodPublish] = rpc.Func(a.servePublish) // publish.go
 	fwdMethods[methodForward] = serveForwarded(maps.Clone(fwdMethods))
-	fwdMethods[methodMemberInfo] = rpc.Func(a.memberInfo)      // members' versions (upgrade.go)
-	fwdMethods[methodPublishMeta] = rpc.Func(a.publishMetaFor) // members' addresses (members.go)
+	fwdMethods[methodMemberInfo] = rpc.Func(a.memberInfo) // members' versions (upgrade.go)
 	a.fwdSrv = rpc.NewServer(fwdMethods, rpc.Options{MaxLine: cfg.MaxLine, Logger: log.With("component", "forward"), Admit: forwardAdmit})
 	if clientL != nil {
 		clientL = a.clientListener(clientL) // TLS and tokens (acl.go)
@@ -163,7 +168,6 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a.startServing(sock, a.forwardListener(fwdL), clientL, httpL)
 	go a.upgradeLoop(a.stopCtx())
-	go a.metaLoop(a.stopCtx(), meta)
 	ok = true
 	return a, nil
 }
@@ -219,6 +223,12 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 		}()
 	}
 	go a.rate.run(a.stopCtx())
+	a.removeStaleTemps()
+	go a.publishLoop(a.stopCtx())
+	go a.transferJanitor(a.stopCtx())
+	if a.cfg.SnapshotInterval > 0 {
+		go a.runSnapshotSchedule(a.stopCtx())
+	}
 	a.log.Info("agent started", "node", a.cfg.NodeID, "socket", a.cfg.Socket, "raft", a.cfg.RaftAddr,
 		"forward", a.cfg.ForwardAddr, "client", a.cfg.ClientAddr, "http", a.cfg.HTTPAddr, "raft_timing", a.cfg.RaftTiming().String())
 }

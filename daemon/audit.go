@@ -44,7 +44,9 @@ import (
 const auditMsg = "audit"
 
 // auditDebug are the admin-only methods audited at debug level.
-var auditDebug = map[string]bool{rpc.MethodRunSubmit: true}
+// The chunks of a snapshot transfer too: the transfer's start and end
+// (snapshot.save, snapshot.upload, snapshot.restore) are audited at info.
+var auditDebug = map[string]bool{rpc.MethodRunSubmit: true, rpc.MethodSnapshotRead: true, rpc.MethodSnapshotWrite: true}
 
 // audited returns m with every admin-only method wrapped in the audit log;
 // the other methods (reads, worker calls) are returned as they are.

@@ -67,9 +67,14 @@ type Config struct {
 	// SnapshotDir is the only directory snapshot.save writes and
 	// snapshot.restore reads (default DATA_DIR/snapshots).
 	SnapshotDir string `json:"snapshot_dir,omitempty"`
-	MaxLine     int    `json:"max_line,omitempty"`
-	LogLevel    string `json:"log_level,omitempty"`
-	LogFormat   string `json:"log_format,omitempty"`
+	// SnapshotInterval takes a snapshot into SnapshotDir this often (0:
+	// never); SnapshotRetain keeps that many of them (default
+	// DefaultSnapshotRetain). snapshot_schedule.go.
+	SnapshotInterval time.Duration `json:"snapshot_interval,omitempty"`
+	SnapshotRetain   int           `json:"snapshot_retain,omitempty"`
+	MaxLine          int           `json:"max_line,omitempty"`
+	LogLevel         string        `json:"log_level,omitempty"`
+	LogFormat        string        `json:"log_format,omitempty"`
 	// RaftMultiplier scales raft's base timeouts (heartbeat and election
 	// 500 ms, leader lease = heartbeat) as Consul's raft_multiplier does;
 	// an explicit timeout below overrides its scaled value. Zero:
@@ -145,7 +150,7 @@ func LoadConfigFile(path string) (Config, error) {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
 	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_leader_lease_timeout", "raft_commit_timeout",
-		"shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize",
+		"shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize", "snapshot_interval",
 		"autopilot_last_contact_threshold", "autopilot_server_stabilization_time", "autopilot_dead_server_after"} {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
@@ -198,6 +203,12 @@ func (c Config) Merge(over Config) Config {
 	set(&c.AllowReadGIDs, over.AllowReadGIDs)
 	set(&c.ClientRole, over.ClientRole)
 	set(&c.SnapshotDir, over.SnapshotDir)
+	if over.SnapshotInterval != 0 {
+		c.SnapshotInterval = over.SnapshotInterval
+	}
+	if over.SnapshotRetain != 0 {
+		c.SnapshotRetain = over.SnapshotRetain
+	}
 	if over.Pprof {
 		c.Pprof = true
 	}
@@ -348,6 +359,17 @@ func (c *Config) Normalize() error {
 	}
 	if c.MaxSubscriptions == 0 {
 		c.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if c.SnapshotRetain == 0 {
+		c.SnapshotRetain = DefaultSnapshotRetain
+	}
+	switch {
+	case c.SnapshotInterval < 0 || (c.SnapshotInterval > 0 && c.SnapshotInterval < MinSnapshotInterval):
+		problems = append(problems, fmt.Sprintf("--snapshot-interval %s must be at least %s (0: no scheduled snapshots)", c.SnapshotInterval, MinSnapshotInterval))
+	case c.SnapshotRetain < 0:
+		problems = append(problems, fmt.Sprintf("--snapshot-retain %d must be at least 1 (default %d)", c.SnapshotRetain, DefaultSnapshotRetain))
+	case c.SnapshotInterval > 0 && c.SnapshotDir == "":
+		problems = append(problems, "--snapshot-interval needs --snapshot-dir (or --data-dir) for the files")
 	}
 	if _, err := cluster.ParsePeers(c.Peers); err != nil {
 		problems = append(problems, "--peers: "+err.Error())

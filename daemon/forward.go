@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -425,3 +426,61 @@ func serveForwarded(methods map[string]rpc.Handler) rpc.Handler {
 		return h(ctx, env.Params)
 	})
 }
+
+// onNode runs local when node is this agent ("" too, or the call was
+// forwarded here); otherwise it forwards method with params to node's
+// forwarding listener, once: for calls addressed to one agent (snapshot
+// transfers), which fail rather than run elsewhere.
+func onNode[R any](ctx context.Context, p *leaderProxy, node, method string, params any, local func(context.Context) (R, error)) (R, error) {
+	var zero R
+	if node == "" || node == p.self {
+		return local(ctx)
+	}
+	if isForwarded(ctx) {
+		return zero, &domain.UnavailableError{RetryAfter: time.Second,
+			Reason: "a " + method + " for " + node + " reached " + p.self + ": the members' addresses changed; retry"}
+	}
+	addr := p.nodeAddr(ctx, node)
+	if addr == "" {
+		return zero, fmt.Errorf("%w: no member %q; run `flowd operator raft list-peers`", domain.ErrNotFound, node)
+	}
+	var out R
+	if err := p.forward(ctx, context.Background(), addr, method, params, &out); err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// nodeAddr returns node id's forwarding address: the one it published
+// (publish.go; waited for briefly: a member publishes it within moments of
+// a leader's election), or else the one derived from its raft address; ""
+// if it is not a member.
+func (p *leaderProxy) nodeAddr(ctx context.Context, id string) string {
+	wait := time.NewTimer(publishWait)
+	defer wait.Stop()
+	for {
+		if meta := p.node.NodeMeta(id); meta["forward"] != "" {
+			return meta["forward"]
+		}
+		member := ""
+		for _, s := range p.node.Servers() {
+			if s.ID == id {
+				member = s.Address
+			}
+		}
+		if member == "" {
+			return ""
+		}
+		select {
+		case <-ctx.Done():
+		case <-wait.C:
+		case <-time.After(50 * time.Millisecond): // the record is replicated state; poll it
+			continue
+		}
+		addr, _ := DeriveForwardAddr(member)
+		return addr
+	}
+}
+
+// publishWait bounds nodeAddr's wait for a member's published address.
+const publishWait = 3 * time.Second

@@ -31,6 +31,8 @@ func (a *Agent) methods() map[string]rpc.Handler {
 var unfenced = map[string]bool{
 	rpc.MethodHello: true, rpc.MethodClusterStatus: true, rpc.MethodRunSubmit: true,
 	rpc.MethodTaskClaim: true, rpc.MethodTaskHeartbeat: true, rpc.MethodTaskComplete: true, rpc.MethodTaskFail: true,
+	// Snapshot transfers move bytes of a file, not the state.
+	rpc.MethodSnapshotRead: true, rpc.MethodSnapshotUpload: true, rpc.MethodSnapshotWrite: true, rpc.MethodSnapshotClose: true,
 }
 
 func (a *Agent) methodTable() map[string]rpc.Handler {
@@ -74,6 +76,10 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodAutopilotState:  rpc.Func(a.autopilotState),
 		rpc.MethodSnapshotSave:    rpc.Func(a.snapshotSave),
 		rpc.MethodSnapshotRest:    rpc.Func(a.snapshotRestore),
+		rpc.MethodSnapshotRead:    rpc.Func(a.snapshotRead),
+		rpc.MethodSnapshotUpload:  rpc.Func(a.snapshotUpload),
+		rpc.MethodSnapshotWrite:   rpc.Func(a.snapshotWrite),
+		rpc.MethodSnapshotClose:   rpc.Func(a.snapshotClose),
 		rpc.MethodTaskSignal:      rpc.Func(a.taskSignal),
 		rpc.MethodRunSignal:       rpc.Func(a.runSignal),
 	}

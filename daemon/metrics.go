@@ -49,6 +49,15 @@ func newMetrics(a *Agent) *metrics {
 	// Go and process metrics come from the default registry, gathered
 	// together with this one (registering them twice fails the scrape).
 	m.reg.MustRegister(m.requests, m.latency, m.claimed, m.completed, m.failed, stateCollector{a}, scheduleCollector{a}, rateLimitCollector{a})
+	// Scheduled snapshots (snapshot_schedule.go).
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "flowd_snapshot_last_success_timestamp_seconds",
+			Help: "Unix time of this agent's last successful scheduled snapshot (0: none since start)."},
+			func() float64 { return float64(a.snapSched.lastOK.Load()) / 1000 }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flowd_scheduled_snapshots_total",
+			Help: "Scheduled snapshots this agent wrote."}, func() float64 { return float64(a.snapSched.ok.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "flowd_scheduled_snapshot_failures_total",
+			Help: "Scheduled snapshots that failed on this agent (logged)."}, func() float64 { return float64(a.snapSched.fail.Load()) }))
 	// flowd_queue_concurrency_limit (autoconc.go)
 	m.reg.MustRegister(concurrencyCollector{a})
 	m.reg.MustRegister(versionCollector{a})                              // flowd_fsm_version (upgrade.go)

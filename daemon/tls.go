@@ -28,10 +28,11 @@ import (
 // advertised) is not loopback, unless --insecure-plaintext says the
 // operator accepts that; either way every start logs a warning.
 //
-// The forwarding port serves only what a follower forwards (forwardable):
-// writes, long polls, leader memory and consistent reads. Everything else
-// (status, snapshot.save, subscriptions, ...) is -32601 there, so a member
-// certificate is not a back door to methods a follower never sends.
+// The forwarding port serves only what an agent forwards (forwardable):
+// writes, long polls, leader memory, consistent reads and the snapshot
+// calls addressed to a node. Everything else (status, subscriptions, ...)
+// is -32601 there, so a member certificate is not a back door to methods
+// an agent never sends.
 
 // TLSEnabled reports whether the config asks for mutual TLS between nodes.
 func (c *Config) TLSEnabled() bool { return c.TLSCA != "" || c.TLSCert != "" || c.TLSKey != "" }
@@ -191,9 +192,15 @@ func (a *Agent) tlsForwardDialer() forwardDialer {
 	}
 }
 
-// forwardable reports whether a follower ever forwards method, i.e.
+// forwardable reports whether an agent ever forwards method, i.e.
 // whether the forwarding port serves it: every leader-bound method
-// (onLeader) and the reads that run on the leader with consistent: true.
+// (onLeader), the reads that run on the leader with consistent: true, and
+// the snapshot methods addressed to a leader or a node (onNode).
 func forwardable(method string) bool {
-	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList
+	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList || nodeAddressed[method]
+}
+
+// nodeAddressed methods run on the agent their params name (onNode).
+var nodeAddressed = map[string]bool{
+	rpc.MethodSnapshotSave: true, rpc.MethodSnapshotRead: true, rpc.MethodSnapshotWrite: true, rpc.MethodSnapshotClose: true,
 }

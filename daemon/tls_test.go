@@ -137,7 +137,7 @@ func TestForwardPortRefusesNonMembers(t *testing.T) {
 	if err := conn.Call(ctx, rpc.MethodRunSubmit, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"ok","tasks":[{"key":"a","type":"echo"}]}`)}, &sub); err != nil || !sub.Created {
 		t.Fatalf("member's forwarded submit: %+v %v", sub, err)
 	}
-	for _, m := range []string{rpc.MethodSnapshotSave, rpc.MethodClusterStatus, rpc.MethodSettingsGet, rpc.MethodEventsSub, rpc.MethodRaftPeers} {
+	for _, m := range []string{rpc.MethodClusterStats, rpc.MethodClusterStatus, rpc.MethodSettingsGet, rpc.MethodEventsSub, rpc.MethodRaftPeers} {
 		var e *rpc.Error
 		if err := conn.Call(ctx, m, map[string]any{"path": "/tmp/x"}, nil); !errors.As(err, &e) || e.Code != rpc.CodeMethodNotFound {
 			t.Fatalf("%s on the forwarding port: %v", m, err)
@@ -150,12 +150,12 @@ func TestForwardPortRefusesNonMembers(t *testing.T) {
 func TestForwardableMethods(t *testing.T) {
 	a := newAgent(Config{NodeID: "n1"}, NewLogger("error", ""))
 	for name := range a.methodTable() {
-		want := rpc.LeaderBound(name) || name == rpc.MethodRunGet || name == rpc.MethodRunList
+		want := rpc.LeaderBound(name) || name == rpc.MethodRunGet || name == rpc.MethodRunList || nodeAddressed[name]
 		if forwardable(name) != want {
 			t.Errorf("%s: forwardable %v", name, !want)
 		}
 	}
-	for _, m := range []string{rpc.MethodRunSubmit, rpc.MethodTaskClaim, rpc.MethodRaftAddPeer, rpc.MethodRunWait} {
+	for _, m := range []string{rpc.MethodRunSubmit, rpc.MethodTaskClaim, rpc.MethodRaftAddPeer, rpc.MethodRunWait, rpc.MethodSnapshotSave, rpc.MethodSnapshotRead} {
 		if !forwardable(m) {
 			t.Errorf("%s is forwarded by followers but not served", m)
 		}

@@ -211,3 +211,20 @@ func (f *FSM) Restore(rd io.Reader) error {
 	f.publishAll(nil, true)
 	return nil
 }
+
+// CheckSnapshot reads a whole snapshot stream, checking its format, and
+// returns the applied index it records (0 if none). A restore through raft
+// must pass that index on (raft.SnapshotMeta.Index): raft then puts the
+// restored state at a log index past it, so the entries after the restore
+// are above the state's applied index and are applied, not skipped as
+// replays (a snapshot from a cluster whose log is ahead of this one's).
+func CheckSnapshot(rd io.Reader) (uint64, error) {
+	var idx uint64
+	err := ReadSnapshot(rd, func(k, v []byte) error {
+		if bytes.Equal(k, keyApplied) {
+			idx = getU64(v)
+		}
+		return nil
+	})
+	return idx, err
+}

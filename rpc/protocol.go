@@ -734,10 +734,22 @@ type PeersResult struct {
 	Peers []Peer `json:"peers"`
 }
 
-// SnapshotParams of snapshot.save / snapshot.restore: a path on the
-// agent's own filesystem.
+// SnapshotParams of snapshot.save / snapshot.restore. Path is a file name
+// in the agent's --snapshot-dir. save runs on the connected agent unless
+// Leader or Node says otherwise; with Stream it writes no named file and
+// answers a transfer to read (snapshot.read). restore runs on the leader
+// and reads Path, or installs the upload Transfer once its Bytes and
+// SHA256 match what was received.
 type SnapshotParams struct {
-	Path string `json:"path"`
+	Path   string `json:"path,omitempty"`
+	Leader bool   `json:"leader,omitempty"`
+	Node   string `json:"node,omitempty"`
+	Stream bool   `json:"stream,omitempty"`
+	// Transfer, Bytes and SHA256 (hex) name and check an upload
+	// (snapshot.upload) for restore.
+	Transfer string `json:"transfer,omitempty"`
+	Bytes    int64  `json:"bytes,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
 }
 
 // SnapshotResult of snapshot.save / snapshot.restore.
@@ -745,6 +757,14 @@ type SnapshotResult struct {
 	Path         string `json:"path"`
 	Bytes        int64  `json:"bytes"`
 	AppliedIndex uint64 `json:"applied_index"`
+	// Node is the agent that wrote (or restored) the snapshot.
+	Node string `json:"node,omitempty"`
+	// SHA256 is the file's SHA-256 (hex).
+	SHA256 string `json:"sha256,omitempty"`
+	// Transfer and ChunkBytes: a streamed save's transfer (read it with
+	// snapshot.read on Node) and the largest chunk Node gives.
+	Transfer   string `json:"transfer,omitempty"`
+	ChunkBytes int    `json:"chunk_bytes,omitempty"`
 }
 
 // OK is an empty success result.

@@ -62,6 +62,8 @@ var agentCommand = &cli.Command{
 		&cli.IntFlag{Name: "max-subscriptions", EnvVars: []string{"FLOWD_MAX_SUBSCRIPTIONS"}, Usage: "event streams per connection", DefaultText: "32"},
 		&cli.BoolFlag{Name: "pprof", EnvVars: []string{"FLOWD_PPROF"}, Usage: "serve /debug/pprof on --http-addr (off: it exposes memory contents and costs CPU)"},
 		&cli.StringFlag{Name: "snapshot-dir", EnvVars: []string{"FLOWD_SNAPSHOT_DIR"}, TakesFile: true, Usage: "the only directory snapshot.save writes and snapshot.restore reads", DefaultText: "DATA_DIR/snapshots"},
+		&cli.DurationFlag{Name: "snapshot-interval", EnvVars: []string{"FLOWD_SNAPSHOT_INTERVAL"}, Usage: "take a snapshot of this agent's state into --snapshot-dir this often (at least 1s; names flowd-TIME-NODE.snap; 0: never)", DefaultText: "0 (off)"},
+		&cli.IntFlag{Name: "snapshot-retain", EnvVars: []string{"FLOWD_SNAPSHOT_RETAIN"}, Usage: "scheduled snapshots to keep (the oldest of this agent's scheduled files are removed; other files never)", DefaultText: "24"},
 		&cli.StringFlag{Name: "log-level", EnvVars: []string{"FLOWD_LOG_LEVEL"}, Usage: "debug, info, warn or error", DefaultText: "info"},
 		&cli.StringFlag{Name: "log-format", EnvVars: []string{"FLOWD_LOG_FORMAT"}, Usage: "text or json", DefaultText: "text"},
 		&cli.Float64Flag{Name: "raft-multiplier", EnvVars: []string{"FLOWD_RAFT_MULTIPLIER"}, Usage: "scales raft's timeouts (heartbeat and election 500ms, leader lease = heartbeat) as Consul's raft_multiplier: higher rides out longer stalls of a busy machine, lower replaces a crashed leader sooner (0.1 to 10); an explicit --raft-*-timeout wins", DefaultText: fmt.Sprint(cluster.DefaultRaftMultiplier)},
@@ -128,6 +130,7 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		LineTimeout: cCtx.Duration("line-timeout"), IdleTimeout: cCtx.Duration("idle-timeout"),
 		MaxPartialBytes: cCtx.Int64("max-partial-bytes"), MaxSubscriptions: cCtx.Int("max-subscriptions"),
 		Pprof: cCtx.Bool("pprof"), SnapshotDir: cCtx.String("snapshot-dir"),
+		SnapshotInterval: cCtx.Duration("snapshot-interval"), SnapshotRetain: cCtx.Int("snapshot-retain"),
 	}
 	if cCtx.IsSet("autopilot-cleanup-dead-servers") {
 		v := cCtx.Bool("autopilot-cleanup-dead-servers")

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -24,19 +26,30 @@ var snapshotCommand = &cli.Command{
 	Subcommands: []*cli.Command{
 		{
 			Name:  "save",
-			Usage: "write the connected agent's state, as of its applied index, to FILE",
-			Description: "FILE is written by the agent, on the agent's machine (the path is made absolute\n" +
-				"here first).",
-			ArgsUsage: "FILE",
-			Action:    snapshotSaveAction,
+			Usage: "write the leader's state (or --node's), as of its applied index, to NAME in its --snapshot-dir, or to a local --out FILE",
+			Description: "With NAME, the agent writes the file into its own --snapshot-dir (a file name, not a\n" +
+				"path). With --out FILE the snapshot streams over the connection into FILE on this\n" +
+				"machine (\"-\": standard output), checked against its size and SHA-256. Whichever agent\n" +
+				"the CLI is connected to, the leader takes the snapshot unless --node names another.",
+			ArgsUsage: "[NAME]",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "out", EnvVars: []string{"FLOWD_SNAPSHOT_OUT"}, TakesFile: true, Usage: "stream the snapshot into this local `FILE` (- for standard output) instead of a NAME on the agent"},
+				&cli.StringFlag{Name: "node", EnvVars: []string{"FLOWD_SNAPSHOT_NODE"}, Usage: "the agent `ID` whose state is saved", DefaultText: "the leader"},
+			},
+			Action: snapshotSaveAction,
 		},
 		{
 			Name:  "restore",
-			Usage: "replace the whole cluster's state with a snapshot FILE",
-			Description: "The leader reads FILE on its own machine and installs it on every node; every\n" +
-				"change since the snapshot is lost.",
-			ArgsUsage: "FILE",
-			Action:    snapshotRestoreAction,
+			Usage: "replace the whole cluster's state with snapshot NAME from the leader's --snapshot-dir, or a local --in FILE",
+			Description: "The leader installs the snapshot on every node; every change since the snapshot is\n" +
+				"lost. With NAME the leader reads the file from its --snapshot-dir; with --in FILE the\n" +
+				"file is uploaded over the connection (\"-\": standard input), and restored only if all\n" +
+				"of it arrived intact (size and SHA-256).",
+			ArgsUsage: "[NAME]",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "in", EnvVars: []string{"FLOWD_SNAPSHOT_IN"}, TakesFile: true, Usage: "upload this local `FILE` (- for standard input) instead of reading NAME on the leader"},
+			},
+			Action: snapshotRestoreAction,
 		},
 		{
 			Name:      "inspect",
@@ -47,53 +60,111 @@ var snapshotCommand = &cli.Command{
 	},
 }
 
-// snapshotPathArg is the NAME argument, sent as is: the agent resolves it
-// in its --snapshot-dir and refuses paths (with what to pass instead).
-func snapshotPathArg(cCtx *cli.Context) (string, error) {
-	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
-		return "", err
+// snapshotTarget is the NAME argument, sent as is (the agent resolves it in
+// its --snapshot-dir and refuses paths, with what to pass instead), or the
+// local file of flag (--out, --in); exactly one of them.
+func snapshotTarget(cCtx *cli.Context, flag string) (name, local string, err error) {
+	local = cCtx.String(flag)
+	if local != "" {
+		if cCtx.NArg() > 0 {
+			return "", "", usageErr(cCtx, "pass NAME (a file in the agent's --snapshot-dir) or --%s FILE (a local file), not both", flag)
+		}
+		return "", local, nil
 	}
-	return cCtx.Args().First(), nil
+	if cCtx.NArg() == 0 {
+		return "", "", usageErr(cCtx, "missing NAME (a file name in the agent's --snapshot-dir) or --%s FILE (a local file)", flag)
+	}
+	if err := needArgs(cCtx, 1, 1, "NAME"); err != nil {
+		return "", "", err
+	}
+	return cCtx.Args().First(), "", nil
 }
 
 func snapshotSaveAction(cCtx *cli.Context) error {
-	path, err := snapshotPathArg(cCtx)
+	name, out, err := snapshotTarget(cCtx, "out")
 	if err != nil {
 		return err
 	}
-	var res rpc.SnapshotResult
-	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
-		return c.Call(ctx, rpc.MethodSnapshotSave, rpc.SnapshotParams{Path: path}, &res)
-	}); err != nil {
-		return err
-	}
-	if jsonOut(cCtx) {
-		return printJSON(cCtx.App.Writer, res)
-	}
-	fmt.Fprintf(cCtx.App.Writer, "saved snapshot at index %d (%d bytes) to %s\n", res.AppliedIndex, res.Bytes, res.Path)
-	return nil
-}
-
-func snapshotRestoreAction(cCtx *cli.Context) error {
-	path, err := snapshotPathArg(cCtx)
-	if err != nil {
-		return err
-	}
-	var res rpc.SnapshotResult
+	node := cCtx.String("node")
 	c, err := newClient(cCtx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(cCtx.Context, max(callTimeout(cCtx), time.Minute))
-	defer cancel()
-	if err := c.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Path: path}, &res); err != nil {
+	var res rpc.SnapshotResult
+	w := cCtx.App.Writer
+	switch out {
+	case "":
+		ctx, cancel := context.WithTimeout(cCtx.Context, max(callTimeout(cCtx), time.Minute))
+		defer cancel()
+		err = c.Call(ctx, rpc.MethodSnapshotSave, rpc.SnapshotParams{Path: name, Leader: node == "", Node: node}, &res)
+	case "-":
+		res, err = downloadSnapshot(cCtx, cCtx.Context, c, node, cCtx.App.Writer)
+		w = cCtx.App.ErrWriter // the snapshot is on standard output
+	default:
+		res, err = saveToFile(cCtx, cCtx.Context, c, node, out)
+	}
+	if err != nil {
+		return err
+	}
+	if jsonOut(cCtx) {
+		return printJSON(w, res)
+	}
+	where := res.Path
+	if out == "-" {
+		where = "standard output"
+	} else if out == "" {
+		where = res.Path + " on " + res.Node
+	}
+	fmt.Fprintf(w, "saved %s's snapshot at index %d (%d bytes, sha256 %s) to %s\n", res.Node, res.AppliedIndex, res.Bytes, res.SHA256, where)
+	return nil
+}
+
+func snapshotRestoreAction(cCtx *cli.Context) error {
+	name, in, err := snapshotTarget(cCtx, "in")
+	if err != nil {
+		return err
+	}
+	c, err := newClient(cCtx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	start := time.Now()
+	var res rpc.SnapshotResult
+	switch in {
+	case "":
+		ctx, cancel := context.WithTimeout(cCtx.Context, max(callTimeout(cCtx), 2*time.Minute))
+		defer cancel()
+		err = c.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Path: name}, &res)
+	case "-":
+		res, err = uploadSnapshot(cCtx, cCtx.Context, c, cCtx.App.Reader)
+		res.Path = "standard input"
+	default:
+		var f *os.File
+		if f, err = os.Open(in); err != nil {
+			return failf("pass a file written by `flowd snapshot save --out`", "%v", err)
+		}
+		defer f.Close()
+		// Check it here first: a file that is not a complete snapshot
+		// is not worth uploading.
+		if err := fsm.ReadSnapshot(f, func(k, v []byte) error { return nil }); err != nil {
+			return failf("pass a file written by `flowd snapshot save --out`; `flowd snapshot inspect FILE` shows what it holds", "%s: %v (nothing was restored)", in, err)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		res, err = uploadSnapshot(cCtx, cCtx.Context, c, f)
+		res.Path, _ = filepath.Abs(in)
+	}
+	if err != nil {
 		return err
 	}
 	if jsonOut(cCtx) {
 		return printJSON(cCtx.App.Writer, res)
 	}
-	fmt.Fprintf(cCtx.App.Writer, "restored %s (%d bytes); the cluster is at index %d\n", res.Path, res.Bytes, res.AppliedIndex)
+	fmt.Fprintf(cCtx.App.Writer, "restored %s (%d bytes) through leader %s in %s; the cluster is at index %d\n",
+		res.Path, res.Bytes, res.Node, time.Since(start).Round(time.Millisecond), res.AppliedIndex)
 	return nil
 }
 

@@ -64,13 +64,17 @@ type cluster struct {
 	agents []*agent
 }
 
-func startCluster(t testing.TB, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster { return startClusterWith(t, n) }
+
+// startClusterWith starts n agents with extra flags appended to each
+// agent's command line.
+func startClusterWith(t testing.TB, n int, extra ...string) *cluster {
 	t.Helper()
-	return startClusterTimed(t, n, "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms")
+	return startClusterTimed(t, n, append([]string{"--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms"}, extra...)...)
 }
 
-// startClusterTimed is startCluster with these raft timing flags instead of
-// the 300 ms heartbeat and election timeouts.
+// startClusterTimed is startCluster with these flags (raft timing among
+// them) instead of the 300 ms heartbeat and election timeouts.
 func startClusterTimed(t testing.TB, n int, timing ...string) *cluster {
 	t.Helper()
 	base := t.TempDir()
