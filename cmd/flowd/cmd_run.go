@@ -141,7 +141,7 @@ func runListAction(cCtx *cli.Context) error {
 		cursor := cCtx.String("cursor")
 		for {
 			var page rpc.ListResult
-			err := consistentRead(cCtx, func(consistent bool) error {
+			err := consistentRead(cCtx, ctx, func(ctx context.Context, consistent bool) error {
 				p := filter
 				p.State, p.Limit, p.Cursor, p.Consistent = state, limit, cursor, consistent
 				return c.CallIdempotent(ctx, rpc.MethodRunList, p, &page)
@@ -222,24 +222,41 @@ func runGetAction(cCtx *cli.Context) error {
 
 // consistentRead runs read(true): on the leader after a barrier, so it
 // sees every write acknowledged before it, whichever agent the client
-// talks to. Without a leader it falls back to the agent's local state and
-// says so.
-func consistentRead(cCtx *cli.Context, read func(consistent bool) error) error {
-	err := read(true)
-	if err == nil || !isCode(err, rpc.CodeUnavailable) {
+// talks to. Without a leader (no quorum, an election that outlasts half of
+// ctx's time) it falls back to read(false), the agent's local state, and
+// says so on stderr: the first try gets at most half of the time left, so
+// the fallback always has the rest.
+func consistentRead(cCtx *cli.Context, ctx context.Context, read func(ctx context.Context, consistent bool) error) error {
+	first, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		first, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+	}
+	err := read(first, true)
+	timedOut := first.Err() != nil && ctx.Err() == nil
+	cancel()
+	if err == nil || !(timedOut || isCode(err, rpc.CodeUnavailable) || errors.Is(err, rpc.ErrNoQuorum)) {
 		return err
 	}
-	if err := read(false); err != nil {
-		return err
+	if ferr := read(ctx, false); ferr != nil {
+		if errors.Is(ferr, rpc.ErrNoAgent) || errors.Is(ferr, rpc.ErrTLS) || !errors.Is(err, rpc.ErrNoQuorum) {
+			return ferr
+		}
+		return fmt.Errorf("%w; and the local read failed too: %w", err, ferr)
 	}
-	fmt.Fprintln(cCtx.App.ErrWriter, "warning: the cluster has no leader; showing one agent's possibly stale state (check `flowd health`)")
+	why := "the cluster has no leader"
+	if re, ok := errors.AsType[*rpc.ReachError](err); ok && errors.Is(err, rpc.ErrNoQuorum) {
+		why = fmt.Sprintf("%d of %d agents reachable, no quorum", re.Reachable, re.Voters)
+	} else if timedOut {
+		why = "no leader answered in time"
+	}
+	fmt.Fprintf(cCtx.App.ErrWriter, "warning: %s; showing one agent's possibly stale state (check `flowd health`)\n", why)
 	return nil
 }
 
 // getRunConsistent is run.get as a consistent read.
 func getRunConsistent(cCtx *cli.Context, ctx context.Context, c *rpc.Client, id string) (*rpc.Run, error) {
 	var r rpc.Run
-	err := consistentRead(cCtx, func(consistent bool) error {
+	err := consistentRead(cCtx, ctx, func(ctx context.Context, consistent bool) error {
 		return c.CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: id, Consistent: consistent}, &r)
 	})
 	return &r, err
