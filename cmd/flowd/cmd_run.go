@@ -365,7 +365,7 @@ func runWaitAction(cCtx *cli.Context) error {
 		return err
 	}
 	defer c.Close()
-	return waitAndReport(cCtx, c, id, cCtx.Duration("wait-timeout"), false)
+	return waitAndReport(cCtx, c, id, cCtx.Duration("wait-timeout"), time.Now(), false)
 }
 
 // outcomeErr is the exit code of a done run.
@@ -535,7 +535,8 @@ func runReplayAction(cCtx *cli.Context) error {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := callCtx(cCtx)
+	start := time.Now()
+	ctx, cancel := waitCallCtx(cCtx)
 	res, err := c.Replay(ctx, p)
 	cancel()
 	if err != nil {
@@ -553,7 +554,7 @@ func runReplayAction(cCtx *cli.Context) error {
 	if !wait {
 		return nil
 	}
-	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), true)
+	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), start, true)
 }
 
 func runStatsAction(cCtx *cli.Context) error {
