@@ -218,6 +218,9 @@ func diagnose(nodes []nodeHealth) (leader, problem, hint string) {
 		return "", fmt.Sprintf("%s %s no leader while the others follow %s", strings.Join(lost, ","), pl(len(lost), "has", "have"), leader),
 			addPeer(lost) + "; a member that lost touch: check its log and network"
 	case len(leaders) == 0:
+		if reachable < len(nodes)/2+1 {
+			return "", fmt.Sprintf("no leader: %d of %d agents reachable, no quorum: writes stop until a majority is back (reads answer from one agent, possibly stale)", reachable, len(nodes)), hintStartAgents
+		}
 		if reachable < len(nodes) {
 			return "", "no leader: the cluster may have lost its quorum", hintStartAgents
 		}
