@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,8 @@ func flowdCLI(t testing.TB, args ...string) cliResult {
 	} else if err != nil {
 		t.Fatalf("flowd %s: %v", strings.Join(args, " "), err)
 	}
-	t.Logf("flowd %s: exit %d in %v", strings.Join(args[2:], " "), r.code, r.took.Round(time.Millisecond))
+	first, _, _ := strings.Cut(r.errOut, "\n")
+	t.Logf("flowd %s: exit %d in %v: %s", strings.Join(args, " "), r.code, r.took.Round(time.Millisecond), first)
 	return r
 }
 
@@ -139,4 +141,55 @@ func between(s, from, to string) string {
 	}
 	v, _, _ := strings.Cut(rest, to)
 	return v
+}
+
+// TLS mistakes get a message that names the TLS problem and its fix, at
+// once, and never the "start flowd dev" hint of an agent that is not there.
+func TestDegradedTLSMismatchMessages(t *testing.T) {
+	base := t.TempDir()
+	certs := filepath.Join(base, "tls")
+	flowdRun(t, "tls", "ca", "create", "--dir", certs)
+	flowdRun(t, "tls", "cert", "create", "--ca-dir", certs, "--node", "n1", "--dir", certs, "--ip", "127.0.0.1")
+	a := &agent{id: "n1", dir: filepath.Join(base, "n1"), sock: filepath.Join(base, "n1.sock"),
+		raft: fmt.Sprintf("127.0.0.1:%d", freePort(t)), fwd: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	clientAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	a.args = []string{"agent", "--node-id", a.id, "--data-dir", a.dir, "--raft-addr", a.raft, "--forward-addr", a.fwd,
+		"--socket", a.sock, "--peers", "n1=" + a.raft, "--client-addr", clientAddr, "--http-addr", httpAddr,
+		"--log-level", "info", "--tls-ca", filepath.Join(certs, "ca.pem"), "--tls-cert", filepath.Join(certs, "n1.pem"),
+		"--tls-key", filepath.Join(certs, "n1-key.pem")}
+	c := &cluster{t: t, agents: []*agent{a}}
+	c.start(a)
+	t.Cleanup(c.stopAll)
+	c.waitLeader()
+
+	ca := filepath.Join(certs, "ca.pem")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no CA given", []string{"--addr", "tls://" + clientAddr, "run", "list"},
+			[]string{"TLS problem with tls://" + clientAddr, "signed by an authority this client does not trust", "--ca-cert"}},
+		{"plain text to the TLS listener", []string{"--addr", "tcp://" + clientAddr, "--token", "flowd_bogus", "run", "list"},
+			[]string{"the agent speaks TLS and this client did not", "use tls://" + clientAddr}},
+		{"TLS to a plain listener", []string{"--addr", "tls://" + httpAddr, "--ca-cert", ca, "run", "list"},
+			[]string{"TLS problem with tls://" + httpAddr, "does not speak TLS"}},
+		{"every endpoint fails TLS", []string{"--addr", "tls://" + clientAddr + ",tls://" + httpAddr, "run", "list"},
+			[]string{"signed by an authority this client does not trust", "does not speak TLS"}},
+	} {
+		r := flowdCLI(t, tc.args...)
+		for _, w := range tc.want {
+			if r.code != 1 || !strings.Contains(r.errOut, w) {
+				t.Fatalf("%s: exit %d, no %q in\n%s", tc.name, r.code, w, r.errOut)
+			}
+		}
+		for _, bad := range []string{"flowd dev", "is a flowd agent listening there"} {
+			if strings.Contains(r.errOut, bad) {
+				t.Fatalf("%s: %q after a TLS failure:\n%s", tc.name, bad, r.errOut)
+			}
+		}
+		if r.took > 3*time.Second { // two handshakes at most, on a loaded box
+			t.Fatalf("%s took %v", tc.name, r.took)
+		}
+	}
 }
