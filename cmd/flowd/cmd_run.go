@@ -34,7 +34,10 @@ var runCommand = &cli.Command{
 	Name:  "run",
 	Usage: "list, inspect, wait for and steer runs",
 	Description: "A run id may be given as any unique part of it, e.g. the 12-character short\n" +
-		"id that tables show.",
+		"id that tables show.\n\n" +
+		"list and get read on the leader (they see every acknowledged write). Without a\n" +
+		"quorum, or when no leader answers within half of --timeout, they show the\n" +
+		"reachable agent's own state instead, with a \"possibly stale\" warning on stderr.",
 	Subcommands: []*cli.Command{
 		{
 			Name:  "list",

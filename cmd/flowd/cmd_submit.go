@@ -24,7 +24,8 @@ var submitCommand = &cli.Command{
 		"A run id is always sent (a new UUIDv7 unless --id is given), so retrying the\n" +
 		"same submission never creates a second run.\n\n" +
 		"With --wait, shows \"tasks done/total\" and exits 0 if the run succeeded,\n" +
-		"3 if it failed, was cancelled or reverted, 4 if --wait-timeout passed first.",
+		"3 if it failed, was cancelled or reverted, 4 if --wait-timeout passed first.\n" +
+		"--wait-timeout bounds the whole command, the submission included (plus 0.5s).",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "id", Usage: "the run's `UUID` (default: a new UUIDv7)"},
 		&cli.StringFlag{Name: "input", Usage: "the run's input: `JSON` inline, or @file (@- for stdin)"},

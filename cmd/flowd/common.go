@@ -50,7 +50,7 @@ func defaultAddr() string {
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "addr", EnvVars: []string{"FLOWD_ADDR"}, Value: defaultAddr(),
-			Usage: "comma-separated agent endpoints (unix:///path, /path, tcp://host:port, or tls://host:port for a TLS client listener); calls fail over between them"},
+			Usage: "comma-separated agent endpoints (unix:///path, /path, tcp://host:port, or tls://host:port for a TLS client listener); calls fail over between them. They are dialled in parallel (1s connect timeout): the CLI says at once when no agent listens at any, when TLS fails, or when the agents that answer have no quorum (k of n reachable)"},
 		&cli.DurationFlag{Name: "timeout", EnvVars: []string{"FLOWD_TIMEOUT"}, Value: DefaultCallTimeout,
 			Usage: "deadline of each call to the cluster (how long to wait for a run is --wait-timeout of submit, run wait and run replay)"},
 		&cli.StringFlag{Name: "route", EnvVars: []string{"FLOWD_ROUTE"}, Value: rpc.RouteLeader,
