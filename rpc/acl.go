@@ -162,7 +162,7 @@ func dialEndpoint(ctx context.Context, ep string, opts *ClientOptions) (*Conn, e
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, &ConnError{Endpoint: ep, Err: tlsHandshakeError(ep, err), NotSent: true}
+			return nil, &ConnError{Endpoint: ep, Err: tlsHandshakeError(ep, err, opts.TLS != nil && opts.TLS.RootCAs != nil), NotSent: true}
 		}
 		nc = tc
 	}

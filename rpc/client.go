@@ -261,7 +261,9 @@ const (
 
 func (c *Client) call(ctx context.Context, method string, params, result any, policy retryPolicy) error {
 	class := classify(method, params)
-	if !c.opts.FailFast || class != routeLeader {
+	if !c.opts.FailFast || class != routeLeader || method == MethodRunWait || method == MethodTaskClaim {
+		// Long polls are answered by their wait (-32004 without a leader),
+		// and a failed try is checked in attempts: no watch needed.
 		return c.attempts(ctx, method, params, result, policy, class)
 	}
 	return c.watched(ctx, method, params, result, policy, class)

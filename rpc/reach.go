@@ -65,8 +65,9 @@ func (e *TLSError) Error() string {
 func (e *TLSError) Unwrap() []error { return []error{ErrTLS, e.Err} }
 
 // tlsHandshakeError names the TLS problem behind a failed client handshake
-// to ep.
-func tlsHandshakeError(ep string, err error) *TLSError {
+// to ep; withCA says the client was given a CA (else it used the system
+// roots, which never hold a flowd cluster CA).
+func tlsHandshakeError(ep string, err error, withCA bool) *TLSError {
 	te := &TLSError{Endpoint: ep, Err: err}
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
@@ -80,6 +81,9 @@ func tlsHandshakeError(ep string, err error) *TLSError {
 	case errors.As(err, &host):
 		te.Problem = "the agent's certificate does not name the address dialled"
 		te.Fix = "dial a name or IP the certificate holds, or make its certificate with --ip / --dns for this address"
+		if !withCA {
+			te.Fix += "; and give the cluster CA with --ca-cert / FLOWD_CACERT"
+		}
 	case errors.As(err, &invalid):
 		te.Problem = "the agent's certificate is not valid (" + invalidReason(invalid.Reason) + ")"
 		te.Fix = "renew the agent's certificate with `flowd tls cert create` and reload it (SIGHUP)"
@@ -385,7 +389,11 @@ func (s *EndpointState) describe() string {
 			if lc >= time.Hour {
 				d += ", never reached a leader"
 			} else {
-				d += ", no leader for " + lc.Round(100*time.Millisecond).String()
+				round := 100 * time.Millisecond
+				if lc > time.Minute {
+					round = time.Second
+				}
+				d += ", no leader for " + lc.Round(round).String()
 			}
 		}
 		return d

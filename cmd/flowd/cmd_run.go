@@ -240,19 +240,27 @@ func consistentRead(cCtx *cli.Context, ctx context.Context, read func(ctx contex
 	if err == nil || !(timedOut || isCode(err, rpc.CodeUnavailable) || errors.Is(err, rpc.ErrNoQuorum)) {
 		return err
 	}
-	if ferr := read(ctx, false); ferr != nil {
-		if errors.Is(ferr, rpc.ErrNoAgent) || errors.Is(ferr, rpc.ErrTLS) || !errors.Is(err, rpc.ErrNoQuorum) {
-			return ferr
-		}
-		return fmt.Errorf("%w; and the local read failed too: %w", err, ferr)
-	}
 	why := "the cluster has no leader"
 	if re, ok := errors.AsType[*rpc.ReachError](err); ok && errors.Is(err, rpc.ErrNoQuorum) {
 		why = fmt.Sprintf("%d of %d agents reachable, no quorum", re.Reachable, re.Voters)
 	} else if timedOut {
 		why = "no leader answered in time"
 	}
-	fmt.Fprintf(cCtx.App.ErrWriter, "warning: %s; showing one agent's possibly stale state (check `flowd health`)\n", why)
+	warn := func() {
+		fmt.Fprintf(cCtx.App.ErrWriter, "warning: %s; showing one agent's possibly stale state (check `flowd health`)\n", why)
+	}
+	ferr := read(ctx, false)
+	if pe, ok := errors.AsType[*rpc.Error](ferr); ok && pe.Code != rpc.CodeUnavailable {
+		warn() // e.g. not found: in the agent's state, which may be behind
+		return ferr
+	}
+	if ferr != nil {
+		if errors.Is(ferr, rpc.ErrNoAgent) || errors.Is(ferr, rpc.ErrTLS) || !errors.Is(err, rpc.ErrNoQuorum) {
+			return ferr
+		}
+		return fmt.Errorf("%w; and the local read failed too: %w", err, ferr)
+	}
+	warn()
 	return nil
 }
 
