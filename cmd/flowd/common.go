@@ -271,7 +271,9 @@ func report(w io.Writer, err error) int {
 		fmt.Fprintln(w, "hint: check the file offline with `flowd validate FILE`")
 		return exitError
 	}
-	if _, isRPC := errors.AsType[*rpc.Error](err); !isRPC && errors.Is(err, context.DeadlineExceeded) {
+	_, isRPC := errors.AsType[*rpc.Error](err)
+	_, isReach := errors.AsType[*rpc.ReachError](err) // its causes may be dial timeouts: not --timeout
+	if !isRPC && !isReach && errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(w, "error: no answer within --timeout: %s\n", err)
 	} else {
 		fmt.Fprintf(w, "error: %s\n", err)
