@@ -65,7 +65,7 @@ type ClientOptions struct {
 	// no majority reachable (or leaderless for longer than elections take).
 	// The survey runs before such a call is sent when the client already
 	// knows of no leader, after a failed try, and while a leader-bound call
-	// is out for longer than QuorumCheck (default 250ms), then every second.
+	// is out for longer than QuorumCheck (default 250ms), then every 500ms.
 	// For interactive tools (the CLI); a worker leaves it off and waits.
 	FailFast    bool
 	QuorumCheck time.Duration

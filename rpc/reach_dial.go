@@ -133,7 +133,7 @@ func (c *Client) leaderUnknown() bool {
 
 // quorumRecheck is how often a leader-bound call still out is checked
 // again after the first QuorumCheck.
-const quorumRecheck = time.Second
+const quorumRecheck = 500 * time.Millisecond
 
 // watched runs a leader-bound call of a FailFast client while checking,
 // after QuorumCheck and then every quorumRecheck, that the cluster can
