@@ -230,21 +230,25 @@ func (c *Client) ask(ctx context.Context, ep string) EndpointState {
 	return st
 }
 
-// Verdict reads the survey: nil when an agent reports a leader or the
-// survey cannot tell (an election may be under way); otherwise a
+// Verdict reads the survey: nil when an agent reports a leader that may
+// be leading, or the survey cannot tell (an election may be under way);
+// otherwise a
 // *ReachError whose sentinel is ErrTLS or ErrNoAgent (no agent answered)
 // or ErrNoQuorum.
 func (s *Survey) Verdict() error {
 	var reach, down []EndpointState
+	claimed := false // an agent still names a leader
+	dead := 0        // endpoints where nothing listens at all
 	for _, e := range s.Endpoints {
 		if e.Err != nil {
 			down = append(down, e)
+			if refused(e.Err) {
+				dead++
+			}
 			continue
 		}
 		reach = append(reach, e)
-		if e.leader() != "" {
-			return nil
-		}
+		claimed = claimed || e.leader() != ""
 	}
 	re := &ReachError{Endpoints: s.Endpoints, Reachable: len(reach)}
 	if len(reach) == 0 {
@@ -278,6 +282,17 @@ func (s *Survey) Verdict() error {
 	}
 	re.Voters = voters
 	unknown := max(0, voters-len(reach)-len(down)) // members not in the endpoints
+	if claimed {
+		// An agent names a leader. It may be stale (for a heartbeat
+		// timeout after the leader died, or a leader that has not yet
+		// stepped down): only when the agents where nothing listens leave
+		// too few for a majority can that leader not be leading.
+		if len(reach)+(len(down)-dead)+unknown >= voters/2+1 {
+			return nil
+		}
+		re.Kind, re.Leaderless = ErrNoQuorum, -1
+		return re
+	}
 	if len(reach)+unknown >= voters/2+1 && leaderless < leaderlessGrace {
 		return nil // a majority may be up: an election, or a leader elsewhere
 	}
@@ -385,13 +400,23 @@ func (s *EndpointState) describe() string {
 	switch {
 	case s.Status != nil:
 		d := s.Status.NodeID + " " + s.Status.State
+		switch s.Status.LeaderID {
+		case "":
+		case s.Status.NodeID:
+			return d + " (without a majority: it steps down)"
+		default:
+			return d + " (still names " + s.Status.LeaderID + ", which is down, as leader)"
+		}
 		if lc := lastContact(s.Status.LastContact); s.Status.LastContact != "" && s.Status.LastContact != "0" {
 			if lc >= time.Hour {
 				d += ", never reached a leader"
 			} else {
 				round := 100 * time.Millisecond
-				if lc > time.Minute {
+				switch {
+				case lc > time.Minute:
 					round = time.Second
+				case lc < time.Second:
+					round = time.Millisecond
 				}
 				d += ", no leader for " + lc.Round(round).String()
 			}

@@ -24,7 +24,8 @@ func TestFailFastNoQuorum(t *testing.T) {
 	defer c.Close()
 	spec := rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	if _, err := c.Submit(ctx, spec); err != nil {
+	sub, err := c.Submit(ctx, spec)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -50,6 +51,9 @@ func TestFailFastNoQuorum(t *testing.T) {
 
 	for name, call := range map[string]func(context.Context) error{
 		"submit": func(ctx context.Context) error { _, err := c.Submit(ctx, spec); return err },
+		"consistent get": func(ctx context.Context) error {
+			return c.CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: sub.ID, Consistent: true}, new(rpc.Run))
+		},
 		"consistent list": func(ctx context.Context) error {
 			return c.CallIdempotent(ctx, rpc.MethodRunList, rpc.ListParams{Consistent: true}, new(rpc.ListResult))
 		},
