@@ -75,6 +75,23 @@ func TestDegradedClusterAnswers(t *testing.T) {
 		t.Fatalf("submit: exit %d\n%s%s", r.code, r.out, r.errOut)
 	}
 	runID := between(r.out, `"short_id": "`, `"`)
+	// Every agent must hold the run before agents go (a commit needs only
+	// two of three): the stale read below shows it from the survivor.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var applied []uint64
+		for _, a := range c.agents {
+			if st := c.status(a); st != nil {
+				applied = append(applied, st.AppliedIndex)
+			}
+		}
+		if len(applied) == 3 && applied[0] == applied[1] && applied[1] == applied[2] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agents did not converge: applied %v", applied)
+		}
+		time.Sleep(20 * time.Millisecond) // polling other processes' applied index
+	}
 
 	leader := c.waitLeader()
 	fs := c.followers(leader)
