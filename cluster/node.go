@@ -542,8 +542,15 @@ func (n *Node) Barrier(ctx context.Context) error {
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	err := n.raft.Barrier(timeout).Error()
-	if errors.Is(err, raft.ErrNotLeader) {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader):
 		return n.notLeader()
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout):
+		// A barrier changes nothing: retrying it (on the next leader) is
+		// safe. As an internal error a consistent read that met an
+		// election (or a lost quorum) was not retried, nor did the CLI
+		// fall back to local state.
+		return &domain.UnavailableError{Reason: "no leader to read from: " + err.Error() + "; retry", RetryAfter: 250 * time.Millisecond}
 	}
 	return err
 }

@@ -162,13 +162,22 @@ func dialEndpoint(ctx context.Context, ep string, opts *ClientOptions) (*Conn, e
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
-			return nil, &ConnError{Endpoint: ep, Err: fmt.Errorf("TLS handshake: %w (give the cluster CA with --ca-cert / FLOWD_CACERT)", err), NotSent: true}
+			return nil, &ConnError{Endpoint: ep, Err: tlsHandshakeError(ep, err, opts.TLS != nil && opts.TLS.RootCAs != nil), NotSent: true}
 		}
 		nc = tc
 	}
 	if opts.Token != "" {
 		if err := authenticate(ctx, nc, opts.Token); err != nil {
 			nc.Close()
+			if !useTLS && opts.TLS == nil {
+				if _, lost := errors.AsType[*ConnError](err); lost {
+					// A TLS listener drops plain text without a word: say
+					// so when that is what happened.
+					if te := plainToTLS(ctx, ep, addr, opts.DialTimeout); te != nil {
+						return nil, &ConnError{Endpoint: ep, Err: te, NotSent: true}
+					}
+				}
+			}
 			return nil, err
 		}
 	}

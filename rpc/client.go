@@ -57,6 +57,18 @@ type ClientOptions struct {
 	TLS *tls.Config
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// FailFast makes a call give up early, with a *ReachError (reach.go),
+	// when the cluster cannot serve it: no endpoint accepts a connection
+	// (ErrNoAgent) or a TLS handshake fails (ErrTLS), at once, instead of
+	// retrying until ctx ends; and a leader-bound call fails with
+	// ErrNoQuorum once a Survey finds the reachable agents leaderless with
+	// no majority reachable (or leaderless for longer than elections take).
+	// The survey runs before such a call is sent when the client already
+	// knows of no leader, after a failed try, and while a leader-bound call
+	// is out for longer than QuorumCheck (default 250ms), then every 500ms.
+	// For interactive tools (the CLI); a worker leaves it off and waits.
+	FailFast    bool
+	QuorumCheck time.Duration
 }
 
 // Route values of ClientOptions.
@@ -132,6 +144,9 @@ func NewClient(endpoints []string, opts ClientOptions) (*Client, error) {
 	}
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 2 * time.Second
+	}
+	if opts.QuorumCheck <= 0 {
+		opts.QuorumCheck = 250 * time.Millisecond
 	}
 	switch opts.Route {
 	case "", RouteLeader:
@@ -246,6 +261,15 @@ const (
 
 func (c *Client) call(ctx context.Context, method string, params, result any, policy retryPolicy) error {
 	class := classify(method, params)
+	if !c.opts.FailFast || class != routeLeader || method == MethodRunWait || method == MethodTaskClaim {
+		// Long polls are answered by their wait (-32004 without a leader),
+		// and a failed try is checked in attempts: no watch needed.
+		return c.attempts(ctx, method, params, result, policy, class)
+	}
+	return c.watched(ctx, method, params, result, policy, class)
+}
+
+func (c *Client) attempts(ctx context.Context, method string, params, result any, policy retryPolicy, class routeClass) error {
 	var err, prev error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -259,7 +283,14 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 		var conn *Conn
 		var link *leaderLink // set when the call goes over a leader connection
 		stuck := false
-		if conn, link, err = c.pick(ctx, class); err == nil {
+		if conn, link, err = c.pick(ctx, class); err == nil && link == nil && c.opts.FailFast && class == routeLeader && c.leaderUnknown() {
+			// No agent knew a leader when the client asked: look before
+			// sending a write the agent would hold until a leader appears.
+			if v := c.verdict(ctx, class); v != nil {
+				return v
+			}
+		}
+		if err == nil {
 			actx, cancel := ctx, context.CancelFunc(func() {})
 			if limit := patience(method, params); limit > 0 {
 				actx, cancel = context.WithTimeout(ctx, limit)
@@ -282,6 +313,9 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 			}
 			return err
 		}
+		if re, ok := errors.AsType[*ReachError](err); ok && c.opts.FailFast {
+			return re // nothing to retry against
+		}
 		prev = err
 		if stuck {
 			// The agent held a long poll well past its wait: it is stopped
@@ -298,6 +332,11 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 		switch {
 		case errors.As(err, &ce):
 			c.drop(conn)
+			if c.opts.FailFast {
+				if v := c.verdict(ctx, class); v != nil {
+					return v
+				}
+			}
 			if policy == retryUnsent && !ce.NotSent {
 				return err
 			}
@@ -312,6 +351,11 @@ func (c *Client) call(ctx context.Context, method string, params, result any, po
 				// that a partition cut off would otherwise re-send its
 				// claim there until the leases it was granted expired.
 				c.drop(conn)
+			}
+			if c.opts.FailFast {
+				if v := c.verdict(ctx, class); v != nil {
+					return v
+				}
 			}
 			if policy != retryAll {
 				return err
@@ -407,9 +451,7 @@ func (c *Client) get(ctx context.Context) (*Conn, error) {
 		return l.conn, nil
 	}
 	c.mu.Unlock()
-	dctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
-	conn, err := dialEndpoint(dctx, ep, &c.opts)
-	cancel()
+	conn, i, err := c.dialAny(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -420,8 +462,8 @@ func (c *Client) get(ctx context.Context) (*Conn, error) {
 		conn.Close()
 		return nil, ErrClosed
 	}
-	c.conn = conn
-	c.connected(ep)
+	c.idx, c.conn = i, conn
+	c.connected(conn.Endpoint())
 	return conn, nil
 }
 

@@ -57,7 +57,7 @@ type ConnError struct {
 
 func (e *ConnError) Error() string {
 	msg := fmt.Sprintf("connection to %s failed: %v", e.Endpoint, e.Err)
-	if e.NotSent && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) {
+	if e.NotSent && !errors.Is(e.Err, context.Canceled) && !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, ErrTLS) {
 		msg += " (is a flowd agent listening there?)"
 	}
 	return msg

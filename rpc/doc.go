@@ -73,6 +73,18 @@
 // one table) go straight to the leader's endpoint (route.go); see its doc
 // for the retry policy.
 //
+// A Client dials the current endpoint and, when it fails or is slow, all the
+// others at once (reach_dial.go). With ClientOptions.FailFast (the CLI) it
+// also gives up early with a *ReachError when the cluster cannot serve a
+// call: ErrNoAgent (nothing listens at any endpoint), ErrTLS (a handshake
+// failed; *TLSError names the problem) or ErrNoQuorum (a Survey of every
+// endpoint's cluster.status finds no leader and no reachable majority).
+// Decisions: the survey is client-side because only the client knows which
+// endpoints it cannot reach; it runs only on the slow or failing path, so a
+// healthy call costs nothing more; and an in-flight write is abandoned
+// rather than cancelled on the agent, which is safe because every write is
+// idempotent by its id, nonce, request id or fencing token.
+//
 // # Errors
 //
 // ToError (server) and FromWire (client) are the two directions of the one

@@ -29,6 +29,7 @@ const (
 	exitUsage    = 2 // bad flags or arguments, invalid agent configuration
 	exitRunUnsuc = 3 // the run ended failed, cancelled or reverted
 	exitTimeout  = 4 // the run did not finish within --wait-timeout
+	exitDegraded = 5 // flowd health: a quorum holds but agents of --addr are down
 )
 
 // newApp builds the flowd command line. Output goes to App.Writer and

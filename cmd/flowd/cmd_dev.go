@@ -37,7 +37,9 @@ Prints the socket paths and an export FLOWD_ADDR=... line. Ctrl-C stops
 everything cleanly: the worker drains, the agents shut down gracefully.
 
 Kill one agent (kill -9 PID) to watch the cluster fail over: the others
-carry on, and the command to restart it is printed.`,
+carry on, and the count of agents up, whether they still make a quorum
+("2 of 3 agents up: quorum holds", "1 of 3 agents up: no quorum, writes
+stop") and the command to restart it are printed.`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "dir", Usage: "data directory for the three agents", Value: devDir(), EnvVars: []string{"FLOWD_DEV_DIR"}},
 		&cli.IntFlag{Name: "base-port", Usage: "raft port of n1 (n2, n3 follow; forwarding = raft + 1000)", Value: 7001, EnvVars: []string{"FLOWD_DEV_BASE_PORT"}},
@@ -169,8 +171,8 @@ wait:
 		case <-ctx.Done():
 			break wait
 		case nd := <-exits:
-			fmt.Fprintf(errw, "agent %s exited; the others carry on (a majority keeps the cluster available).\n"+
-				"  restart it: %s\n  log: %s\n", nd.id, strings.Join(nd.cmd.Args, " "), nd.log)
+			fmt.Fprintf(errw, "agent %s exited; %s.\n"+
+				"  restart it: %s\n  log: %s\n", nd.id, quorumLine(liveAgents(eps), n), strings.Join(nd.cmd.Args, " "), nd.log)
 		}
 	}
 	fmt.Fprintln(out, "\nstopping: draining the demo worker, then the agents")
@@ -182,6 +184,38 @@ wait:
 		}
 	}
 	return nil
+}
+
+// liveAgents counts the agents that answer on their sockets (an agent the
+// user restarted by hand counts too).
+func liveAgents(eps []string) int {
+	c, err := rpc.NewClient(eps, rpc.ClientOptions{DialTimeout: time.Second, Logger: discardLogger})
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	up := 0
+	for _, e := range c.Survey(ctx).Endpoints {
+		if e.Err == nil {
+			up++
+		}
+	}
+	return up
+}
+
+// quorumLine says how many of n agents are up and whether they are a
+// majority.
+func quorumLine(up, n int) string {
+	if up >= n/2+1 {
+		line := fmt.Sprintf("%d of %d agents up: quorum holds", up, n)
+		if up == n/2+1 {
+			line += " (one more down stops writes)"
+		}
+		return line
+	}
+	return fmt.Sprintf("%d of %d agents up: no quorum, writes stop until a majority is back (reads still answer, possibly stale)", up, n)
 }
 
 // nodeExits reports each agent that exits.

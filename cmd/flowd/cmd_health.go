@@ -18,8 +18,13 @@ func init() { commands = append(commands, healthCommand) }
 var healthCommand = &cli.Command{
 	Name:  "health",
 	Usage: "ask every agent of --addr for its view of the cluster",
-	Description: "Calls cluster.status on each endpoint separately. Exits 0 if every reachable\n" +
-		"agent agrees on one leader, 1 otherwise (or if none is reachable).",
+	Description: "Calls cluster.status on each endpoint separately, in parallel. The verdict and\n" +
+		"exit code:\n" +
+		"  healthy    0  every agent of --addr answers and they agree on one leader\n" +
+		"  degraded   5  the reachable agents agree on a leader (a quorum holds) but some\n" +
+		"                agents of --addr do not answer: one more loss may stop writes\n" +
+		"  unhealthy  1  no leader (no quorum, or an election that does not end), the\n" +
+		"                agents disagree, or none is reachable",
 	Action: healthAction,
 }
 
@@ -39,7 +44,9 @@ type nodeHealth struct {
 }
 
 type healthReport struct {
-	Healthy bool         `json:"healthy"`
+	Healthy bool `json:"healthy"`
+	// Verdict is healthy, degraded or unhealthy (the exit code follows it).
+	Verdict string       `json:"verdict"`
 	Leader  string       `json:"leader,omitempty"`
 	Problem string       `json:"problem,omitempty"`
 	Hint    string       `json:"hint,omitempty"`
@@ -78,6 +85,16 @@ func checkHealth(cCtx *cli.Context, auth rpc.ClientOptions) healthReport {
 	wg.Wait()
 	rep.Leader, rep.Problem, rep.Hint = diagnose(rep.Nodes)
 	rep.Healthy = rep.Problem == ""
+	rep.Verdict = verdictUnhealthy
+	if rep.Healthy {
+		rep.Verdict = verdictHealthy
+		if up := reachableCount(rep.Nodes); up < len(rep.Nodes) {
+			rep.Verdict = verdictDegraded
+			rep.Problem = fmt.Sprintf("%d of %d agents reachable: quorum holds with leader %s, but %s",
+				up, len(rep.Nodes), rep.Leader, downText(rep.Nodes))
+			rep.Hint = "start the agents that are down (same flags, same data dir): one more loss stops writes"
+		}
+	}
 	return rep
 }
 
@@ -110,15 +127,15 @@ func healthAction(cCtx *cli.Context) error {
 			row(tw, n.Endpoint, n.Node, n.State, dash(n.Leader), n.Term, n.AppliedIndex, "✓")
 		}
 		tw.Flush()
-		reachable := 0
-		for _, n := range rep.Nodes {
-			if n.Reachable {
-				reachable++
-			}
+		switch rep.Verdict {
+		case verdictHealthy:
+			fmt.Fprintf(w, "healthy: leader %s, %d/%d agents reachable\n", rep.Leader, reachableCount(rep.Nodes), len(rep.Nodes))
+		case verdictDegraded:
+			fmt.Fprintf(w, "degraded: %s\nhint: %s\n", rep.Problem, rep.Hint)
 		}
-		if rep.Healthy {
-			fmt.Fprintf(w, "healthy: leader %s, %d/%d agents reachable\n", rep.Leader, reachable, len(rep.Nodes))
-		}
+	}
+	if rep.Verdict == verdictDegraded {
+		return exitWith(exitDegraded)
 	}
 	if !rep.Healthy {
 		if !jsonOut(cCtx) {
@@ -127,6 +144,34 @@ func healthAction(cCtx *cli.Context) error {
 		return exitWith(exitError)
 	}
 	return nil
+}
+
+// Verdicts of flowd health.
+const (
+	verdictHealthy   = "healthy"
+	verdictDegraded  = "degraded"
+	verdictUnhealthy = "unhealthy"
+)
+
+func reachableCount(nodes []nodeHealth) int {
+	up := 0
+	for _, n := range nodes {
+		if n.Reachable {
+			up++
+		}
+	}
+	return up
+}
+
+// downText names the unreachable endpoints.
+func downText(nodes []nodeHealth) string {
+	var down []string
+	for _, n := range nodes {
+		if !n.Reachable {
+			down = append(down, n.Endpoint)
+		}
+	}
+	return strings.Join(down, ", ") + " " + pl(len(down), "does", "do") + " not answer"
 }
 
 const hintStartAgents = "start the missing agents (`flowd dev` for a local cluster), or check --addr / FLOWD_ADDR"
@@ -176,6 +221,9 @@ func diagnose(nodes []nodeHealth) (leader, problem, hint string) {
 		return "", fmt.Sprintf("%s %s no leader while the others follow %s", strings.Join(lost, ","), pl(len(lost), "has", "have"), leader),
 			addPeer(lost) + "; a member that lost touch: check its log and network"
 	case len(leaders) == 0:
+		if reachable < len(nodes)/2+1 {
+			return "", fmt.Sprintf("no leader: %d of %d agents reachable, no quorum: writes stop until a majority is back (reads answer from one agent, possibly stale)", reachable, len(nodes)), hintStartAgents + hintRecover
+		}
 		if reachable < len(nodes) {
 			return "", "no leader: the cluster may have lost its quorum", hintStartAgents + hintRecover
 		}

@@ -34,7 +34,10 @@ var runCommand = &cli.Command{
 	Name:  "run",
 	Usage: "list, inspect, wait for and steer runs",
 	Description: "A run id may be given as any unique part of it, e.g. the 12-character short\n" +
-		"id that tables show.",
+		"id that tables show.\n\n" +
+		"list and get read on the leader (they see every acknowledged write). Without a\n" +
+		"quorum, or when no leader answers within half of --timeout, they show the\n" +
+		"reachable agent's own state instead, with a \"possibly stale\" warning on stderr.",
 	Subcommands: []*cli.Command{
 		{
 			Name:  "list",
@@ -141,7 +144,7 @@ func runListAction(cCtx *cli.Context) error {
 		cursor := cCtx.String("cursor")
 		for {
 			var page rpc.ListResult
-			err := consistentRead(cCtx, func(consistent bool) error {
+			err := consistentRead(cCtx, ctx, func(ctx context.Context, consistent bool) error {
 				p := filter
 				p.State, p.Limit, p.Cursor, p.Consistent = state, limit, cursor, consistent
 				return c.CallIdempotent(ctx, rpc.MethodRunList, p, &page)
@@ -222,24 +225,49 @@ func runGetAction(cCtx *cli.Context) error {
 
 // consistentRead runs read(true): on the leader after a barrier, so it
 // sees every write acknowledged before it, whichever agent the client
-// talks to. Without a leader it falls back to the agent's local state and
-// says so.
-func consistentRead(cCtx *cli.Context, read func(consistent bool) error) error {
-	err := read(true)
-	if err == nil || !isCode(err, rpc.CodeUnavailable) {
+// talks to. Without a leader (no quorum, an election that outlasts half of
+// ctx's time) it falls back to read(false), the agent's local state, and
+// says so on stderr: the first try gets at most half of the time left, so
+// the fallback always has the rest.
+func consistentRead(cCtx *cli.Context, ctx context.Context, read func(ctx context.Context, consistent bool) error) error {
+	first, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		first, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+	}
+	err := read(first, true)
+	timedOut := first.Err() != nil && ctx.Err() == nil
+	cancel()
+	if err == nil || !(timedOut || isCode(err, rpc.CodeUnavailable) || errors.Is(err, rpc.ErrNoQuorum)) {
 		return err
 	}
-	if err := read(false); err != nil {
-		return err
+	why := "the cluster has no leader"
+	if re, ok := errors.AsType[*rpc.ReachError](err); ok && errors.Is(err, rpc.ErrNoQuorum) {
+		why = fmt.Sprintf("%d of %d agents reachable, no quorum", re.Reachable, re.Voters)
+	} else if timedOut {
+		why = "no leader answered in time"
 	}
-	fmt.Fprintln(cCtx.App.ErrWriter, "warning: the cluster has no leader; showing one agent's possibly stale state (check `flowd health`)")
+	warn := func() {
+		fmt.Fprintf(cCtx.App.ErrWriter, "warning: %s; showing one agent's possibly stale state (check `flowd health`)\n", why)
+	}
+	ferr := read(ctx, false)
+	if pe, ok := errors.AsType[*rpc.Error](ferr); ok && pe.Code != rpc.CodeUnavailable {
+		warn() // e.g. not found: in the agent's state, which may be behind
+		return ferr
+	}
+	if ferr != nil {
+		if errors.Is(ferr, rpc.ErrNoAgent) || errors.Is(ferr, rpc.ErrTLS) || !errors.Is(err, rpc.ErrNoQuorum) {
+			return ferr
+		}
+		return fmt.Errorf("%w; and the local read failed too: %w", err, ferr)
+	}
+	warn()
 	return nil
 }
 
 // getRunConsistent is run.get as a consistent read.
 func getRunConsistent(cCtx *cli.Context, ctx context.Context, c *rpc.Client, id string) (*rpc.Run, error) {
 	var r rpc.Run
-	err := consistentRead(cCtx, func(consistent bool) error {
+	err := consistentRead(cCtx, ctx, func(ctx context.Context, consistent bool) error {
 		return c.CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: id, Consistent: consistent}, &r)
 	})
 	return &r, err
@@ -348,7 +376,7 @@ func runWaitAction(cCtx *cli.Context) error {
 		return err
 	}
 	defer c.Close()
-	return waitAndReport(cCtx, c, id, cCtx.Duration("wait-timeout"), false)
+	return waitAndReport(cCtx, c, id, cCtx.Duration("wait-timeout"), time.Now(), false)
 }
 
 // outcomeErr is the exit code of a done run.
@@ -518,7 +546,8 @@ func runReplayAction(cCtx *cli.Context) error {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := callCtx(cCtx)
+	start := time.Now()
+	ctx, cancel := waitCallCtx(cCtx)
 	res, err := c.Replay(ctx, p)
 	cancel()
 	if err != nil {
@@ -536,7 +565,7 @@ func runReplayAction(cCtx *cli.Context) error {
 	if !wait {
 		return nil
 	}
-	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), true)
+	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), start, true)
 }
 
 func runStatsAction(cCtx *cli.Context) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -23,7 +24,8 @@ var submitCommand = &cli.Command{
 		"A run id is always sent (a new UUIDv7 unless --id is given), so retrying the\n" +
 		"same submission never creates a second run.\n\n" +
 		"With --wait, shows \"tasks done/total\" and exits 0 if the run succeeded,\n" +
-		"3 if it failed, was cancelled or reverted, 4 if --wait-timeout passed first.",
+		"3 if it failed, was cancelled or reverted, 4 if --wait-timeout passed first.\n" +
+		"--wait-timeout bounds the whole command, the submission included (plus 0.5s).",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "id", Usage: "the run's `UUID` (default: a new UUIDv7)"},
 		&cli.StringFlag{Name: "input", Usage: "the run's input: `JSON` inline, or @file (@- for stdin)"},
@@ -103,7 +105,8 @@ func submitAction(cCtx *cli.Context) error {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := callCtx(cCtx)
+	start := time.Now()
+	ctx, cancel := waitCallCtx(cCtx)
 	res, err := c.Submit(ctx, p)
 	cancel()
 	if err != nil {
@@ -124,7 +127,18 @@ func submitAction(cCtx *cli.Context) error {
 	if !wait {
 		return nil
 	}
-	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), true)
+	return waitAndReport(cCtx, c, res.ID, cCtx.Duration("wait-timeout"), start, true)
+}
+
+// waitCallCtx bounds the call that starts a run (submit, replay): by
+// --timeout, and with --wait by --wait-timeout too, which bounds the whole
+// command.
+func waitCallCtx(cCtx *cli.Context) (context.Context, context.CancelFunc) {
+	d := callTimeout(cCtx)
+	if w := cCtx.Duration("wait-timeout"); cCtx.Bool("wait") && w > 0 {
+		d = min(d, w)
+	}
+	return context.WithTimeout(cCtx.Context, d)
 }
 
 // submitView is the --output json form of a submission.
@@ -141,8 +155,9 @@ func submitView(r *rpc.SubmitResult) submitResultView {
 }
 
 // waitAndReport waits for a run and reports its outcome as the exit code.
-func waitAndReport(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration, fresh bool) error {
-	r, done, err := waitRun(cCtx, c, id, timeout, fresh)
+// timeout counts from since (the command's start).
+func waitAndReport(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration, since time.Time, fresh bool) error {
+	r, done, err := waitRun(cCtx, c, id, timeout, since, fresh)
 	if err != nil {
 		return err
 	}

@@ -581,7 +581,9 @@ func TestCLI(t *testing.T) {
 		var out, errb strings.Builder
 		code := run(t.Context(), []string{"flowd", "--addr", tc.addr + ",unix://" + filepath.Join(tc.dir, "gone.sock"), "health", "-o", "json"}, nil, &out, &errb)
 		var rep healthReport
-		if err := json.Unmarshal([]byte(out.String()), &rep); code != 0 || err != nil || !rep.Healthy || len(rep.Nodes) != 4 || rep.Nodes[3].Reachable {
+		// A leader and a quorum, but an endpoint of --addr does not answer:
+		// degraded, exit 5.
+		if err := json.Unmarshal([]byte(out.String()), &rep); code != exitDegraded || err != nil || !rep.Healthy || rep.Verdict != verdictDegraded || len(rep.Nodes) != 4 || rep.Nodes[3].Reachable {
 			t.Fatalf("exit %d %v\n%s\n%s", code, err, out.String(), errb.String())
 		}
 	})

@@ -26,6 +26,10 @@ import (
 // DefaultCallTimeout bounds each call to the cluster (--timeout).
 const DefaultCallTimeout = 10 * time.Second
 
+// connectTimeout bounds one connection (and TLS handshake) to an agent; the
+// CLI dials its endpoints in parallel, so a dead one costs at most this.
+const connectTimeout = time.Second
+
 // devDir is where `flowd dev` puts its sockets by default:
 // $TMPDIR/flowd-dev (or /tmp/flowd-dev).
 func devDir() string { return filepath.Join(os.TempDir(), "flowd-dev") }
@@ -46,7 +50,7 @@ func defaultAddr() string {
 func globalFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "addr", EnvVars: []string{"FLOWD_ADDR"}, Value: defaultAddr(),
-			Usage: "comma-separated agent endpoints (unix:///path, /path, tcp://host:port, or tls://host:port for a TLS client listener); calls fail over between them"},
+			Usage: "comma-separated agent endpoints (unix:///path, /path, tcp://host:port, or tls://host:port for a TLS client listener); calls fail over between them. They are dialled in parallel (1s connect timeout): the CLI says at once when no agent listens at any, when TLS fails, or when the agents that answer have no quorum (k of n reachable)"},
 		&cli.DurationFlag{Name: "timeout", EnvVars: []string{"FLOWD_TIMEOUT"}, Value: DefaultCallTimeout,
 			Usage: "deadline of each call to the cluster (how long to wait for a run is --wait-timeout of submit, run wait and run replay)"},
 		&cli.StringFlag{Name: "route", EnvVars: []string{"FLOWD_ROUTE"}, Value: rpc.RouteLeader,
@@ -125,7 +129,10 @@ func newClient(cCtx *cli.Context, tweak ...func(*rpc.ClientOptions)) (*rpc.Clien
 	if len(eps) == 0 {
 		return nil, usageErr(cCtx, "--addr is empty: give at least one agent endpoint")
 	}
-	opts := rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(2*time.Second, callTimeout(cCtx)), Route: route(cCtx)}
+	// FailFast: the CLI answers at once when no agent listens, a TLS
+	// handshake fails, or the reachable agents have no quorum (rpc/reach.go)
+	// rather than at --timeout.
+	opts := rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(connectTimeout, callTimeout(cCtx)), Route: route(cCtx), FailFast: true}
 	var err error
 	if opts.Token, opts.TLS, err = clientAuth(cCtx); err != nil {
 		return nil, err
@@ -264,7 +271,9 @@ func report(w io.Writer, err error) int {
 		fmt.Fprintln(w, "hint: check the file offline with `flowd validate FILE`")
 		return exitError
 	}
-	if _, isRPC := errors.AsType[*rpc.Error](err); !isRPC && errors.Is(err, context.DeadlineExceeded) {
+	_, isRPC := errors.AsType[*rpc.Error](err)
+	_, isReach := errors.AsType[*rpc.ReachError](err) // its causes may be dial timeouts: not --timeout
+	if !isRPC && !isReach && errors.Is(err, context.DeadlineExceeded) {
 		fmt.Fprintf(w, "error: no answer within --timeout: %s\n", err)
 	} else {
 		fmt.Fprintf(w, "error: %s\n", err)
@@ -299,6 +308,18 @@ func hintFor(err error) string {
 			return "the agent may be older than this client: compare `flowd version` with `flowd health`"
 		}
 		return ""
+	}
+	if re, ok := errors.AsType[*rpc.ReachError](err); ok {
+		switch {
+		case errors.Is(re.Kind, rpc.ErrNoQuorum):
+			return "reads still answer from one agent's local state (`flowd run list`, `flowd run get` say so); `flowd health` shows who is up"
+		case errors.Is(re.Kind, rpc.ErrTLS):
+			return "" // the message names the TLS problem and its fix
+		}
+		return "start the agents (a local cluster: `flowd dev`), or point --addr / FLOWD_ADDR at running ones"
+	}
+	if errors.Is(err, rpc.ErrTLS) {
+		return "" // the message names the TLS problem and its fix
 	}
 	if _, ok := errors.AsType[*rpc.ConnError](err); ok {
 		return "is an agent running? start a local cluster with `flowd dev`, or point --addr / FLOWD_ADDR at one"

@@ -64,3 +64,43 @@ func TestHintsAgainstACluster(t *testing.T) {
 		t.Fatalf("want %q:\n%s", want, r)
 	}
 }
+
+// A degraded cluster's errors get hints that point the right way: start
+// agents when none listens, reads still work without a quorum, and
+// nothing about `flowd dev` after a TLS failure (the message names the
+// fix); flowd dev says whether the agents up keep a quorum.
+func TestDegradedHintsPointTheRightWay(t *testing.T) {
+	tlsErr := &rpc.ConnError{Endpoint: "tls://h:1", Err: &rpc.TLSError{Endpoint: "tls://h:1", Problem: "p"}, NotSent: true}
+	for _, c := range []struct {
+		name      string
+		err       error
+		want, not string
+	}{
+		{"no agent", &rpc.ReachError{Kind: rpc.ErrNoAgent}, "flowd dev", ""},
+		{"no quorum", &rpc.ReachError{Kind: rpc.ErrNoQuorum}, "reads still answer", "flowd dev"},
+		{"TLS, all endpoints", &rpc.ReachError{Kind: rpc.ErrTLS}, "", "flowd dev"},
+		{"TLS, one endpoint", tlsErr, "", "flowd dev"},
+	} {
+		h := hintFor(c.err)
+		if (c.want == "" && h != "") || !strings.Contains(h, c.want) || (c.not != "" && strings.Contains(h, c.not)) {
+			t.Errorf("%s: hint %q", c.name, h)
+		}
+	}
+	if strings.Contains(tlsErr.Error(), "listening there") {
+		t.Errorf("a TLS failure asks whether an agent listens: %v", tlsErr)
+	}
+	for _, c := range []struct {
+		up, n int
+		want  string
+	}{
+		{3, 3, "3 of 3 agents up: quorum holds"},
+		{2, 3, "2 of 3 agents up: quorum holds (one more down stops writes)"},
+		{1, 3, "1 of 3 agents up: no quorum, writes stop"},
+		{3, 5, "3 of 5 agents up: quorum holds (one more"},
+		{2, 5, "2 of 5 agents up: no quorum"},
+	} {
+		if got := quorumLine(c.up, c.n); !strings.HasPrefix(got, c.want) {
+			t.Errorf("quorumLine(%d, %d) = %q, want %q...", c.up, c.n, got, c.want)
+		}
+	}
+}

@@ -26,12 +26,12 @@ const waitChunk = time.Second
 //
 // fresh says the run was just created by this command: a not_found from an
 // agent that has not applied the submission yet is retried for a moment.
-func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration, fresh bool) (*rpc.Run, bool, error) {
+func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration, since time.Time, fresh bool) (*rpc.Run, bool, error) {
 	start := time.Now()
 	backoff := 10 * time.Millisecond
 	var deadline time.Time
 	if timeout > 0 {
-		deadline = time.Now().Add(timeout)
+		deadline = since.Add(timeout)
 	}
 	prog := newProgress(cCtx.App.ErrWriter)
 	defer prog.end()
@@ -46,9 +46,19 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 			}
 			chunk = max(0, min(chunk, left))
 		}
-		ctx, cancel := context.WithTimeout(cCtx.Context, chunk+callTimeout(cCtx))
+		limit := chunk + callTimeout(cCtx)
+		if !deadline.IsZero() {
+			// --wait-timeout bounds the command, not only the waiting: a
+			// call held by an agent that lost its leader ends with it.
+			limit = min(limit, max(time.Until(deadline), 0)+waitSlack)
+		}
+		ctx, cancel := context.WithTimeout(cCtx.Context, limit)
 		res, err := c.WaitRun(ctx, id, chunk.Milliseconds())
+		timedOut := ctx.Err() != nil && cCtx.Context.Err() == nil
 		cancel()
+		if err != nil && timedOut && last != nil && !deadline.IsZero() && !time.Now().Before(deadline) {
+			return last, false, nil // --wait-timeout passed: exit 4
+		}
 		if err != nil && last == nil && fresh && isCode(err, rpc.CodeNotFound) && time.Since(start) < freshLag {
 			// We just created the run through an agent that follows: it
 			// resolves ids from its own state, which may not have applied
@@ -71,6 +81,10 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 		}
 	}
 }
+
+// waitSlack is how long past --wait-timeout a call may take to answer
+// before the command gives up on it.
+const waitSlack = 500 * time.Millisecond
 
 // workerWarnAfter is how long a wait runs before it asks whether the run
 // waits for a task type no worker serves.

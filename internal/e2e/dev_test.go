@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -90,5 +91,74 @@ func TestFlowdDev(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("n%d.sock", i))); !os.IsNotExist(err) {
 			t.Fatalf("socket n%d left behind after a clean stop (%v)", i, err)
 		}
+	}
+}
+
+// `flowd dev` says, when an agent dies, how many are up and whether they
+// still make a quorum.
+func TestFlowdDevReportsQuorum(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev")
+	base := 0
+	for i := 0; i < 50 && base == 0; i++ {
+		p := 20000 + rand.IntN(20000)
+		if portsFree(p, p+1, p+2, p+1000, p+1001, p+1002) {
+			base = p
+		}
+	}
+	dev := exec.Command(flowdBin, "dev", "--dir", dir, "--base-port", fmt.Sprint(base), "--http-base-port", "0", "--concurrency", "0")
+	stdout, _ := dev.StdoutPipe()
+	stderr, _ := dev.StderrPipe()
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- dev.Wait() }()
+	defer func() { _ = dev.Process.Kill() }()
+	lines := make(chan string, 100)
+	for _, r := range []io.Reader{stdout, stderr} {
+		go func() {
+			sc := bufio.NewScanner(r)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+	}
+	// await returns the first line with want (and records the pids seen).
+	pids := map[string]int{}
+	await := func(want string) string {
+		t.Helper()
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case l := <-lines:
+				var id string
+				var pid int
+				if n, _ := fmt.Sscanf(strings.TrimSpace(l), "%s pid %d", &id, &pid); n == 2 {
+					pids[id] = pid
+				}
+				if strings.Contains(l, want) {
+					return l
+				}
+			case <-timeout:
+				t.Fatalf("flowd dev printed no %q in 60s", want)
+			}
+		}
+	}
+	await("export FLOWD_ADDR=")
+	for i, want := range []string{"agent n1 exited; 2 of 3 agents up: quorum holds", "agent n2 exited; 1 of 3 agents up: no quorum, writes stop"} {
+		id := fmt.Sprintf("n%d", i+1)
+		if pids[id] == 0 {
+			t.Fatalf("no pid printed for %s", id)
+		}
+		if err := syscall.Kill(pids[id], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		t.Log(await(want))
+	}
+	_ = dev.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("flowd dev did not stop within 30s of SIGINT")
 	}
 }
