@@ -75,7 +75,7 @@ func TestDeadNodeReplacedUnderLoadAutopilotRemovesIt(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // polling external processes
 	}
 	load.grow(50) // the replacement carries its share
-	for { // autopilot's view follows within its update interval (1 s)
+	for {         // autopilot's view follows within its update interval (1 s)
 		var st rpc.AutopilotState
 		err := c.client(n4).CallIdempotent(ctx, rpc.MethodAutopilotState, struct{}{}, &st)
 		if err == nil && st.Healthy && st.FailureTolerance == 1 && len(st.Servers) == 3 {
