@@ -51,7 +51,7 @@ func (n *Node) establishLeadership() {
 	n.leaderCancel, n.leaderDone = cancel, done
 	ready := make(chan struct{})
 	n.ready = ready
-	n.LeaderChanges.Add(1)
+	n.leaderChanges.Add(1)
 	n.log.Info("gained leadership")
 	go func() {
 		defer close(done)

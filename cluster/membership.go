@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
@@ -147,3 +148,15 @@ func (n *Node) TransferLeadership(id string) error {
 
 // Snapshot forces a raft snapshot now (log compaction).
 func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// LeaderChanges counts the times this node took office as leader.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
+
+// RestoreSnapshot replaces the cluster's state with the snapshot in r
+// (size bytes, written at index in the cluster it came from): raft
+// installs it on every member and puts it past index in the log. Leader
+// only.
+func (n *Node) RestoreSnapshot(r io.Reader, size int64, index uint64, timeout time.Duration) error {
+	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: size, Index: index}
+	return n.raft.Restore(meta, r, timeout)
+}

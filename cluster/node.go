@@ -231,7 +231,7 @@ type Node struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 
-	LeaderChanges atomic.Uint64
+	leaderChanges atomic.Uint64 // terms this node took office (LeaderChanges)
 }
 
 // New opens the node's stores, restores its state, bootstraps the initial
@@ -514,7 +514,7 @@ func (n *Node) proposeEncoded(ctx context.Context, buf []byte) (any, uint64, err
 		case errors.Is(err, raft.ErrNotLeader):
 			return nil, 0, n.notLeader()
 		case errors.Is(err, raft.ErrLeadershipLost):
-			return nil, 0, &domain.UnavailableError{Reason: ErrLeadershipLost.Error(), RetryAfter: 250 * time.Millisecond}
+			return nil, 0, &domain.UnavailableError{Reason: ErrLeadershipLost.Error(), RetryAfter: 250 * time.Millisecond, Cause: ErrLeadershipLost}
 		case errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			// Refused before it was appended: not applied, safe to retry
 			// (the new leader answers in milliseconds).

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/rpc"
 )
@@ -282,8 +280,7 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 		start := time.Now()
 		// Index: raft puts the restore past the snapshot's own index (a
 		// snapshot from a cluster whose log is ahead of this one's).
-		meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Size: st.Size(), Index: snapIndex}
-		if err := a.node.Raft().Restore(meta, f, time.Minute); err != nil {
+		if err := a.node.RestoreSnapshot(f, st.Size(), snapIndex, time.Minute); err != nil {
 			return rpc.SnapshotResult{}, fmt.Errorf("restore: %w", err)
 		}
 		// The restore is itself a log position: a barrier makes the FSM

@@ -156,7 +156,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(s.Term))
 	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(s.CommitIndex))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(s.AppliedIndex))
-	ch <- prometheus.MustNewConstMetric(descLeaderChg, prometheus.CounterValue, float64(n.LeaderChanges.Load()))
+	ch <- prometheus.MustNewConstMetric(descLeaderChg, prometheus.CounterValue, float64(n.LeaderChanges()))
 	ch <- prometheus.MustNewConstMetric(descPeers, prometheus.GaugeValue, float64(len(s.Peers)))
 	ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(n.WaitingClaims()))
 	g := n.GroupCommit()

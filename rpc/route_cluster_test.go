@@ -52,7 +52,7 @@ func leaderOf(agents []*daemon.Agent) (*daemon.Agent, uint64) {
 	var who *daemon.Agent
 	var changes uint64
 	for _, a := range agents {
-		changes += a.Node().LeaderChanges.Load()
+		changes += a.Node().LeaderChanges()
 		if a.Node().IsLeader() {
 			who = a
 		}

@@ -66,7 +66,7 @@ func (e *env) phase(ta *testagents.Cluster, live []int, n int) (deltas map[int]m
 		var changes uint64
 		who := -1
 		for _, i := range live {
-			changes += ta.Agents[i].Node().LeaderChanges.Load()
+			changes += ta.Agents[i].Node().LeaderChanges()
 			if ta.Agents[i].Node().IsLeader() {
 				who = i
 			}

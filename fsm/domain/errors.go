@@ -26,9 +26,18 @@ var (
 type UnavailableError struct {
 	Reason     string
 	RetryAfter time.Duration
+	// Cause, when set, is the sentinel of the layer that gave up (e.g.
+	// cluster.ErrLeadershipLost), so errors.Is matches it too.
+	Cause error
 }
 
 func (e *UnavailableError) Error() string { return "unavailable: " + e.Reason }
 
-// Unwrap makes errors.Is(err, ErrUnavailable) hold.
-func (e *UnavailableError) Unwrap() error { return ErrUnavailable }
+// Unwrap makes errors.Is(err, ErrUnavailable) hold, and errors.Is(err,
+// Cause) when a cause is set.
+func (e *UnavailableError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrUnavailable, e.Cause}
+	}
+	return []error{ErrUnavailable}
+}
