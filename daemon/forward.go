@@ -219,10 +219,12 @@ func (f *leaderProxy) callExclusive(ctx, epoch context.Context, addr string, env
 // or the leader is stopped).
 const methodForward = "agent.forward"
 
-// forwardCall is the envelope's params.
-type forwardCall struct {
+// forwardEnvelope is the envelope's params: a follower sends it with its
+// caller's params as they are (forwardCall), the leader reads them as raw
+// JSON for the handler (serveForwarded).
+type forwardEnvelope[P any] struct {
 	Method string `json:"method"`
-	Params any    `json:"params,omitempty"`
+	Params P      `json:"params,omitempty"`
 	// DeadlineMS is the caller's deadline in Unix ms (0: none). Node clocks
 	// must agree to well within a request's budget (10 s for writes).
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
@@ -230,6 +232,9 @@ type forwardCall struct {
 	// the leader checks them again and audits the call as theirs.
 	For *forwardOrigin `json:"for,omitempty"`
 }
+
+// forwardCall is the envelope as a follower sends it.
+type forwardCall = forwardEnvelope[any]
 
 // forwardOrigin is rpc.Caller on the wire.
 type forwardOrigin struct {
@@ -253,15 +258,15 @@ func originOf(ctx context.Context) *forwardOrigin {
 
 // forward sends one forwarded call to the leader at addr. It gives up at
 // once when leadership changes (epoch ends): the caller re-routes.
-func (p *leaderProxy) forward(ctx, epoch context.Context, addr, method string, params, out any) error {
+func (f *leaderProxy) forward(ctx, epoch context.Context, addr, method string, params, out any) error {
 	env := forwardCall{Method: method, Params: params, For: originOf(ctx)}
 	if d, ok := ctx.Deadline(); ok {
 		env.DeadlineMS = d.UnixMilli()
 	}
 	if exclusiveForward(ctx) {
-		return p.callExclusive(ctx, epoch, addr, env, out)
+		return f.callExclusive(ctx, epoch, addr, env, out)
 	}
-	c, err := p.conn(ctx, addr)
+	c, err := f.conn(ctx, addr)
 	if err != nil {
 		return err
 	}
@@ -338,11 +343,11 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 	}
 }
 
-func (p *leaderProxy) unavailable(cause error) error {
-	id, _ := p.node.Leader()
+func (f *leaderProxy) unavailable(cause error) error {
+	id, _ := f.node.Leader()
 	reason := "no leader reachable in time (" + cause.Error() + ")"
 	if id == "" {
-		n := len(p.node.Servers())
+		n := len(f.node.Servers())
 		reason = "no leader yet: an election is in progress or fewer than a majority of the " +
 			itoa(n) + " nodes are up; start the others or run `flowd operator raft list-peers`"
 	}
@@ -353,15 +358,15 @@ func (p *leaderProxy) unavailable(cause error) error {
 // fence: the answer goes back at once, and the next local read on this
 // agent (from any connection) first waits until that index is applied
 // here (see awaitReadFence), so a client reads its own writes.
-func (p *leaderProxy) raiseFence(out any) {
+func (f *leaderProxy) raiseFence(out any) {
 	wi, ok := out.(interface{ WriteIndex() uint64 })
 	if !ok || wi.WriteIndex() == 0 {
 		return
 	}
 	idx := wi.WriteIndex()
 	for {
-		cur := p.readFence.Load()
-		if cur >= idx || p.readFence.CompareAndSwap(cur, idx) {
+		cur := f.readFence.Load()
+		if cur >= idx || f.readFence.CompareAndSwap(cur, idx) {
 			return
 		}
 	}
@@ -373,14 +378,14 @@ const readFenceWait = time.Second
 
 // awaitReadFence waits (briefly) until this agent applied every forwarded
 // write it has answered.
-func (p *leaderProxy) awaitReadFence(ctx context.Context) {
-	idx := p.readFence.Load()
-	if idx == 0 || p.state.AppliedIndex() >= idx {
+func (f *leaderProxy) awaitReadFence(ctx context.Context) {
+	idx := f.readFence.Load()
+	if idx == 0 || f.state.AppliedIndex() >= idx {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, readFenceWait)
 	defer cancel()
-	_ = p.node.WaitForApplied(ctx, idx)
+	_ = f.node.WaitForApplied(ctx, idx)
 }
 
 // fenced makes a local read wait for the read fence first.
@@ -395,13 +400,7 @@ func (a *Agent) fenced(h rpc.Handler) rpc.Handler {
 // it wraps (one of methods, the forwarded subset), under the caller's
 // deadline, or -32004 without executing it when that deadline has passed.
 func serveForwarded(methods map[string]rpc.Handler) rpc.Handler {
-	type envelope struct {
-		Method     string          `json:"method"`
-		Params     json.RawMessage `json:"params"`
-		DeadlineMS int64           `json:"deadline_ms"`
-		For        *forwardOrigin  `json:"for"`
-	}
-	return rpc.Func(func(ctx context.Context, env envelope) (any, error) {
+	return rpc.Func(func(ctx context.Context, env forwardEnvelope[json.RawMessage]) (any, error) {
 		h, ok := methods[env.Method]
 		if !ok {
 			return nil, rpc.Errorf(rpc.CodeMethodNotFound, "the forwarding port does not serve %q", env.Method)
@@ -455,15 +454,15 @@ func onNode[R any](ctx context.Context, p *leaderProxy, node, method string, par
 // (publish.go; waited for briefly: a member publishes it within moments of
 // a leader's election), or else the one derived from its raft address; ""
 // if it is not a member.
-func (p *leaderProxy) nodeAddr(ctx context.Context, id string) string {
+func (f *leaderProxy) nodeAddr(ctx context.Context, id string) string {
 	wait := time.NewTimer(publishWait)
 	defer wait.Stop()
 	for {
-		if meta := p.node.NodeMeta(id); meta["forward"] != "" {
+		if meta := f.node.NodeMeta(id); meta["forward"] != "" {
 			return meta["forward"]
 		}
 		member := ""
-		for _, s := range p.node.Servers() {
+		for _, s := range f.node.Servers() {
 			if s.ID == id {
 				member = s.Address
 			}
