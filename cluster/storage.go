@@ -14,7 +14,7 @@ import (
 	"github.com/flowd/flowd/fsm"
 )
 
-// Storage you can trust (DESIGN.md, "Storage failures"). A node whose
+// Storage you can trust (DESIGN.md, "Storage failures stop the node"). A node whose
 // local storage fails stops: it never serves state it cannot trust nor
 // acknowledges writes it may not have persisted. The library never exits
 // the process: Failed is closed, Failure says why, ApplyBatch refuses to

@@ -14,8 +14,9 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
-// Node-to-node security (DESIGN.md "Security model", docs/operations.md
-// "Security").
+// Node-to-node security (docs/operations.md "Security"; DESIGN.md, "The
+// forwarding port serves only forwarding"; cluster/DESIGN.md, "Only members
+// talk to members").
 //
 // With --tls-ca/--tls-cert/--tls-key, raft (cluster/tls.go) and the
 // forwarding port speak TLS 1.3 and require a certificate from the cluster

@@ -12,7 +12,7 @@ import (
 )
 
 // Protocol error codes: the JSON-RPC 2.0 standard ones and flowd's own
-// (docs/rpc.md, shared/PROTOCOL.md). They are stable API.
+// (docs/rpc.md, which includes the client contract). They are stable API.
 const (
 	CodeParseError        = -32700 // the line is not valid JSON
 	CodeInvalidRequest    = -32600 // not a JSON-RPC 2.0 request object

@@ -2,7 +2,8 @@
 // stream sockets (Unix, optionally TCP), the one table that maps errors to
 // protocol codes, a server for a method table and a client with endpoint
 // failover. The method names and the param/result types live beside it; the
-// contract is shared/PROTOCOL.md, the full reference docs/rpc.md.
+// client contract is kept outside this repository, and docs/rpc.md, the full
+// reference, holds all of it.
 //
 // # Why jrpc2 is wrapped
 //

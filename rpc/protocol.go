@@ -12,8 +12,8 @@ import (
 // agent.hello at connect and fail fast on a mismatch.
 const ProtocolVersion = 1
 
-// Method names. They are the contract (../shared/PROTOCOL.md and
-// docs/rpc.md): add, never rename.
+// Method names. They are the contract (the client contract, outside this
+// repository, and docs/rpc.md, which holds all of it): add, never rename.
 const (
 	MethodHello          = "agent.hello"
 	MethodRunSubmit      = "run.submit"

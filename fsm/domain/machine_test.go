@@ -47,7 +47,8 @@ func TestRunEdges(t *testing.T) {
 		{"cancel", rs{RunRunning, RunReverting}, RunCancelled},
 		{"interrupt", rs{RunRunning, RunReverting}, RunInterrupted},
 		{"resume", rs{RunInterrupted}, RunRunning},
-		// DESIGN: running|interrupted; flowd also reverts a failed run (saga).
+		// The product design (outside this repository): running|interrupted;
+		// flowd also reverts a failed run (saga).
 		{"revert", rs{RunRunning, RunInterrupted, RunFailed}, RunReverting},
 		{"reverted", rs{RunReverting}, RunReverted},
 		{"revert_failed", rs{RunReverting}, RunFailed},
@@ -81,7 +82,7 @@ func TestTaskEdges(t *testing.T) {
 		{"revert", ts{TaskSucceeded, TaskFailed, TaskRunning}, TaskReverting},
 		{"reverted", ts{TaskReverting}, TaskReverted},
 		{"revert_failed", ts{TaskReverting}, TaskFailed},
-		// Extensions beyond the DESIGN minimum.
+		// Extensions beyond the product design's minimum.
 		{"cancel_retrying", ts{TaskRetrying}, TaskCancelled},
 		{"reuse_result", ts{TaskPending}, TaskSucceeded},
 		{"cancel_reverting", ts{TaskReverting}, TaskCancelled},
