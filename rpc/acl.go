@@ -31,16 +31,6 @@ const (
 	MethodACLTokenDelete = "acl.token.delete"
 )
 
-func init() {
-	methodRoutes[MethodAuth] = routeLocal
-	methodRoutes[MethodACLTokenCreate] = routeLeader
-	methodRoutes[MethodACLTokenDelete] = routeLeader
-	methodRoutes[MethodACLTokenList] = routeRead
-	// agent.auth is answered before the server sees it; any role may learn
-	// that a later one is refused. ACL methods are admin-only (audited).
-	methodRoles[MethodAuth] = RoleRead | RoleWorker
-}
-
 // AuthParams are agent.auth's params.
 type AuthParams struct {
 	Token string `json:"token"`

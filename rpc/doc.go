@@ -69,7 +69,7 @@
 // writer and one notification goroutine; a lost connection fails every
 // pending call with a *ConnError wrapping domain.ErrUnavailable. Client adds
 // failover over several endpoints with exponential backoff and full jitter,
-// and leader routing: leader-bound methods (methodRoutes in methods.go, the
+// and leader routing: leader-bound methods (methodTable in methodtable.go, the
 // one table) go straight to the leader's endpoint (route.go); see its doc
 // for the retry policy.
 //

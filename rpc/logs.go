@@ -13,11 +13,6 @@ import (
 // new lines (follow).
 const MethodTaskLogs = "task.logs"
 
-func init() {
-	methodRoutes[MethodTaskLogs] = routeRead
-	methodRoles[MethodTaskLogs] = RoleRead
-}
-
 // Log streams.
 const (
 	StreamStdout = "stdout"

@@ -18,16 +18,6 @@ const (
 // bytes; 1 MiB is about 1.4 MB of base64).
 const SnapshotChunkBytes = 1 << 20
 
-func init() {
-	// The connected agent serves these or forwards them to the agent that
-	// holds the transfer (the params' node); they are admin-only (not in
-	// methodRoles).
-	for _, m := range []string{MethodSnapshotRead, MethodSnapshotWrite, MethodSnapshotClose} {
-		methodRoutes[m] = routeLocal
-	}
-	methodRoutes[MethodSnapshotUpload] = routeLeader // the leader stages the upload
-}
-
 // SnapshotTransfer names a transfer and the agent that holds it.
 type SnapshotTransfer struct {
 	// Transfer is the id the agent picked (snapshot.save with stream,
