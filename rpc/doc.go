@@ -85,6 +85,21 @@
 // rather than cancelled on the agent, which is safe because every write is
 // idempotent by its id, nonce, request id or fencing token.
 //
+// # Methods
+//
+// Decision: every protocol fact about a method is one row of methodTable
+// (methodtable.go): its name (a Method* constant), route class (local,
+// read, leader), the roles besides admin that may call it, and the flags an
+// agent serves it by (consistent read, node-addressed, health-exempt,
+// unfenced). The lookups (LeaderBound, MethodRoles, AdminOnly, LookupMethod,
+// the route classes) are computed from it, never registered by init
+// functions, so a method cannot have a route but no role, or a role but no
+// route; TestMethodTable checks the table against the package's Method*
+// constants, and the daemon checks its handler map against the table. The
+// flags live here, not in the daemon, because a client observes them
+// (where its call runs, which calls an unhealthy agent answers, which reads
+// see its own writes).
+//
 // # Errors
 //
 // ToError (server) and FromWire (client) are the two directions of the one
