@@ -23,14 +23,6 @@ import (
 // callers are identified by the kernel), is refused. Tokens are made by an
 // admin (acl.token.create) and stored hashed in the replicated state.
 
-// ACL methods.
-const (
-	MethodAuth           = "agent.auth"
-	MethodACLTokenCreate = "acl.token.create"
-	MethodACLTokenList   = "acl.token.list"
-	MethodACLTokenDelete = "acl.token.delete"
-)
-
 // AuthParams are agent.auth's params.
 type AuthParams struct {
 	Token string `json:"token"`

@@ -267,24 +267,6 @@ func (c *Client) Raw(ctx context.Context, method string, params json.RawMessage)
 	return out, c.Call(ctx, method, params, &out)
 }
 
-// Schedule methods (params and results: rpc/schedrpc).
-const (
-	MethodScheduleCreate  = "schedule.create"
-	MethodScheduleGet     = "schedule.get"
-	MethodScheduleList    = "schedule.list"
-	MethodSchedulePause   = "schedule.pause"
-	MethodScheduleResume  = "schedule.resume"
-	MethodScheduleTrigger = "schedule.trigger"
-	MethodScheduleDelete  = "schedule.delete"
-)
-
-// Definition methods (params and results: rpc/defrpc).
-const (
-	MethodDefinitionPut  = "definition.put"
-	MethodDefinitionGet  = "definition.get"
-	MethodDefinitionList = "definition.list"
-)
-
 // LeaderBound reports whether method runs on the leader (a follower
 // forwards it): writes, long polls, workers.list and the operator writes.
 // An unknown method is not leader-bound: it goes to the current

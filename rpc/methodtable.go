@@ -1,13 +1,96 @@
 package rpc
 
 // The method table: every fact of the protocol about a method, one row per
-// method. Where a leader-aware Client sends it (route class, docs/rpc.md
-// "Which node serves a call"), who may call it (roles) and the flags an
-// agent serves it by are all here; methodRoutes, methodRoles, LeaderBound,
-// MethodRoles, AdminOnly and the agent's own lists (which handlers wait for
-// the read fence, which an unhealthy node answers, which the forwarding port
-// serves) are computed from it. A method is added by one row (and its
-// handler in the agent; a test there checks the two agree).
+// method, beside the method names. Where a leader-aware Client sends it
+// (route class, docs/rpc.md "Which node serves a call"), who may call it
+// (roles) and the flags an agent serves it by are all here; methodRoutes,
+// methodRoles, LeaderBound, MethodRoles, AdminOnly and the agent's own
+// lists (which handlers wait for the read fence, which an unhealthy node
+// answers, which the forwarding port serves) are computed from it. A method
+// is added by a constant and a row here, and its handler in the agent (a
+// test there checks that handlers and rows agree).
+
+// Method names. They are the contract (../shared/PROTOCOL.md and
+// docs/rpc.md): add, never rename. Each has one row in methodTable below.
+const (
+	MethodHello          = "agent.hello"
+	MethodRunSubmit      = "run.submit"
+	MethodRunGet         = "run.get"
+	MethodRunList        = "run.list"
+	MethodRunWait        = "run.wait"
+	MethodRunCancel      = "run.cancel"
+	MethodRunInterrupt   = "run.interrupt"
+	MethodRunResume      = "run.resume"
+	MethodRunRevert      = "run.revert"
+	MethodRunReplay      = "run.replay"
+	MethodRunStats       = "run.stats"
+	MethodTaskGet        = "task.get"
+	MethodTaskClaim      = "task.claim"
+	MethodTaskHeartbeat  = "task.heartbeat"
+	MethodTaskComplete   = "task.complete"
+	MethodTaskFail       = "task.fail"
+	MethodClusterStatus  = "cluster.status"
+	MethodClusterStats   = "cluster.stats"
+	MethodClusterDigest  = "cluster.digest"
+	MethodEventsSub      = "events.subscribe"
+	MethodEventsUnsub    = "events.unsubscribe"
+	MethodEventsList     = "events.list"
+	MethodQueueList      = "queue.list"
+	MethodQueuePause     = "queue.pause"
+	MethodQueueResume    = "queue.resume"
+	MethodQueueSet       = "queue.set"
+	MethodQueueDelete    = "queue.delete"
+	MethodSettingsGet    = "settings.get"
+	MethodSettingsSet    = "settings.set"
+	MethodWorkersList    = "workers.list"
+	MethodRaftPeers      = "operator.raft.list_peers"
+	MethodRaftAddPeer    = "operator.raft.add_peer"
+	MethodRaftRemovePeer = "operator.raft.remove_peer"
+	MethodRaftTransfer   = "operator.raft.transfer_leadership"
+	// MethodUpgradeStatus and MethodUpgradeFinalize show and raise the
+	// cluster's state-machine version (docs/operations.md, "Rolling
+	// upgrades").
+	MethodUpgradeStatus   = "operator.upgrade.status"
+	MethodUpgradeFinalize = "operator.upgrade.finalize"
+	// MethodAutopilotState is the leader's autopilot view: each server's
+	// health and the cluster's failure tolerance.
+	MethodAutopilotState = "operator.autopilot.state"
+	MethodSnapshotSave   = "snapshot.save"
+	MethodSnapshotRest   = "snapshot.restore"
+	MethodTaskSignal     = "task.signal"
+	MethodRunSignal      = "run.signal"
+
+	// ACL tokens (acl.go). agent.auth is answered before the server sees it
+	// when it is a TCP connection's first request.
+	MethodAuth           = "agent.auth"
+	MethodACLTokenCreate = "acl.token.create"
+	MethodACLTokenList   = "acl.token.list"
+	MethodACLTokenDelete = "acl.token.delete"
+
+	// MethodTaskLogs reads a task's logs (logs.go), optionally waiting for
+	// new lines (follow).
+	MethodTaskLogs = "task.logs"
+
+	// Schedules (params and results: rpc/schedrpc).
+	MethodScheduleCreate  = "schedule.create"
+	MethodScheduleGet     = "schedule.get"
+	MethodScheduleList    = "schedule.list"
+	MethodSchedulePause   = "schedule.pause"
+	MethodScheduleResume  = "schedule.resume"
+	MethodScheduleTrigger = "schedule.trigger"
+	MethodScheduleDelete  = "schedule.delete"
+
+	// Workflow definitions (params and results: rpc/defrpc).
+	MethodDefinitionPut  = "definition.put"
+	MethodDefinitionGet  = "definition.get"
+	MethodDefinitionList = "definition.list"
+
+	// Snapshot transfers (snapshot.go).
+	MethodSnapshotRead   = "snapshot.read"
+	MethodSnapshotUpload = "snapshot.upload"
+	MethodSnapshotWrite  = "snapshot.write"
+	MethodSnapshotClose  = "snapshot.close"
+)
 
 // routeClass is where a leader-aware Client (ClientOptions.Route "leader")
 // sends a method. Every agent accepts every method; the class only saves

@@ -6,13 +6,8 @@ package rpc
 // snapshot.close; an upload is snapshot.upload, snapshot.write at
 // increasing offsets, then snapshot.restore with the transfer, the size and
 // the SHA-256. Chunks are base64 in JSON, at most SnapshotChunkBytes raw
-// bytes each, so a call stays well under the 4 MiB line limit.
-const (
-	MethodSnapshotRead   = "snapshot.read"
-	MethodSnapshotUpload = "snapshot.upload"
-	MethodSnapshotWrite  = "snapshot.write"
-	MethodSnapshotClose  = "snapshot.close"
-)
+// bytes each, so a call stays well under the 4 MiB line limit. (The method
+// names are in methodtable.go.)
 
 // SnapshotChunkBytes is the largest chunk of a snapshot transfer (raw
 // bytes; 1 MiB is about 1.4 MB of base64).
