@@ -64,17 +64,12 @@ func (a *Agent) aclState() (aclReader, error) {
 	return r, nil
 }
 
-func (a *Agent) addACLMethods(m map[string]rpc.Handler) {
-	m[rpc.MethodACLTokenCreate] = rpc.Func(a.aclTokenCreate)
-	m[rpc.MethodACLTokenList] = rpc.Func(a.aclTokenList)
-	m[rpc.MethodACLTokenDelete] = rpc.Func(a.aclTokenDelete)
-	m[rpc.MethodAuth] = rpc.Func(func(ctx context.Context, _ rpc.AuthParams) (rpc.AuthResult, error) {
-		// Reached only when agent.auth is not a TCP connection's first
-		// request (that one is answered before the server sees it).
-		return rpc.AuthResult{}, rpc.Errorf(rpc.CodeInvalidRequest,
-			"agent.auth is accepted only as the first request on a connection to the TCP client listener "+
-				"(the Unix socket knows its callers by uid; reconnect and send it first)")
-	})
+// authLate answers agent.auth when it is not a TCP connection's first
+// request (that one is answered before the server sees it).
+func (a *Agent) authLate(context.Context, rpc.AuthParams) (rpc.AuthResult, error) {
+	return rpc.AuthResult{}, rpc.Errorf(rpc.CodeInvalidRequest,
+		"agent.auth is accepted only as the first request on a connection to the TCP client listener "+
+			"(the Unix socket knows its callers by uid; reconnect and send it first)")
 }
 
 func hashSecret(secret string) string {

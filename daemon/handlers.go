@@ -13,10 +13,6 @@ import (
 // reads run on the leader (forwarded when this node follows).
 func (a *Agent) methods() map[string]rpc.Handler {
 	m := a.methodTable()
-	a.addScheduleMethods(m)
-	a.addDefinitionMethods(m)
-	a.addACLMethods(m)
-	a.addLogMethods(m)
 	for name, h := range m {
 		if !unfenced[name] {
 			m[name] = a.fenced(h)
@@ -26,15 +22,26 @@ func (a *Agent) methods() map[string]rpc.Handler {
 }
 
 // unfenced methods read nothing from local state before they run on the
-// leader (or only report this node's own status), so they need not wait
-// for the read fence; every other method reads or resolves ids locally.
-var unfenced = map[string]bool{
-	rpc.MethodHello: true, rpc.MethodClusterStatus: true, rpc.MethodRunSubmit: true,
-	rpc.MethodTaskClaim: true, rpc.MethodTaskHeartbeat: true, rpc.MethodTaskComplete: true, rpc.MethodTaskFail: true,
-	// Snapshot transfers move bytes of a file, not the state.
-	rpc.MethodSnapshotRead: true, rpc.MethodSnapshotUpload: true, rpc.MethodSnapshotWrite: true, rpc.MethodSnapshotClose: true,
+// leader (or only report this node's own status, or move bytes of a
+// snapshot file), so they need not wait for the read fence; every other
+// method reads or resolves ids locally. Like healthExempt and nodeAddressed
+// it is a flag of rpc's method table (rpc.FlagUnfenced).
+var unfenced = methodsWith(rpc.FlagUnfenced)
+
+// methodsWith is the set of the methods whose row in rpc's method table
+// has flag.
+func methodsWith(flag rpc.MethodFlags) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range rpc.Methods() {
+		if m.Flags&flag != 0 {
+			out[m.Name] = true
+		}
+	}
+	return out
 }
 
+// methodTable is the agent's one handler map: a handler for every row of
+// rpc's method table and no other (TestHandlersMatchMethodTable).
 func (a *Agent) methodTable() map[string]rpc.Handler {
 	return map[string]rpc.Handler{
 		rpc.MethodHello:           rpc.Func(a.hello),
@@ -82,6 +89,21 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodSnapshotClose:   rpc.Func(a.snapshotClose),
 		rpc.MethodTaskSignal:      rpc.Func(a.taskSignal),
 		rpc.MethodRunSignal:       rpc.Func(a.runSignal),
+		rpc.MethodScheduleCreate:  rpc.Func(a.scheduleCreate),
+		rpc.MethodScheduleGet:     rpc.Func(a.scheduleGet),
+		rpc.MethodScheduleList:    rpc.Func(a.scheduleList),
+		rpc.MethodSchedulePause:   rpc.Func(a.schedulePause(true)),
+		rpc.MethodScheduleResume:  rpc.Func(a.schedulePause(false)),
+		rpc.MethodScheduleTrigger: rpc.Func(a.scheduleTrigger),
+		rpc.MethodScheduleDelete:  rpc.Func(a.scheduleDelete),
+		rpc.MethodDefinitionPut:   rpc.Func(a.definitionPut),
+		rpc.MethodDefinitionGet:   rpc.Func(a.definitionGet),
+		rpc.MethodDefinitionList:  rpc.Func(a.definitionList),
+		rpc.MethodACLTokenCreate:  rpc.Func(a.aclTokenCreate),
+		rpc.MethodACLTokenList:    rpc.Func(a.aclTokenList),
+		rpc.MethodACLTokenDelete:  rpc.Func(a.aclTokenDelete),
+		rpc.MethodAuth:            rpc.Func(a.authLate),
+		rpc.MethodTaskLogs:        rpc.Func(a.taskLogs),
 	}
 }
 

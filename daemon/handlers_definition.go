@@ -22,12 +22,6 @@ type definitionReader interface {
 	DefinitionVersions(name string) ([]fsm.Definition, error)
 }
 
-func (a *Agent) addDefinitionMethods(m map[string]rpc.Handler) {
-	m[rpc.MethodDefinitionPut] = rpc.Func(a.definitionPut)
-	m[rpc.MethodDefinitionGet] = rpc.Func(a.definitionGet)
-	m[rpc.MethodDefinitionList] = rpc.Func(a.definitionList)
-}
-
 func (a *Agent) definitions() (definitionReader, error) {
 	r, ok := a.state.(definitionReader)
 	if !ok {

@@ -19,10 +19,6 @@ type logReader interface {
 	TaskLogs(run, key string, attempt int, compensation bool, after fsm.LogCursor, maxBytes int) (*fsm.LogPage, error)
 }
 
-func (a *Agent) addLogMethods(m map[string]rpc.Handler) {
-	m[rpc.MethodTaskLogs] = rpc.Func(a.taskLogs)
-}
-
 // maxLogCallLines bounds the lines one call may carry; past it (or past an
 // attempt's whole cap in bytes) the rest are counted as dropped, so an
 // oversized call neither fails nor grows the raft entry.

@@ -25,16 +25,6 @@ type scheduleReader interface {
 	GetSchedule(id string) (*fsm.Schedule, *fsm.ScheduleBody, error)
 }
 
-func (a *Agent) addScheduleMethods(m map[string]rpc.Handler) {
-	m[rpc.MethodScheduleCreate] = rpc.Func(a.scheduleCreate)
-	m[rpc.MethodScheduleGet] = rpc.Func(a.scheduleGet)
-	m[rpc.MethodScheduleList] = rpc.Func(a.scheduleList)
-	m[rpc.MethodSchedulePause] = rpc.Func(a.schedulePause(true))
-	m[rpc.MethodScheduleResume] = rpc.Func(a.schedulePause(false))
-	m[rpc.MethodScheduleTrigger] = rpc.Func(a.scheduleTrigger)
-	m[rpc.MethodScheduleDelete] = rpc.Func(a.scheduleDelete)
-}
-
 func (a *Agent) schedules() (scheduleReader, error) {
 	r, ok := a.state.(scheduleReader)
 	if !ok {

@@ -22,12 +22,9 @@ import (
 const ExitStorage = 70
 
 // healthExempt are the methods an unhealthy node still answers: they say
-// what is wrong with it, or take it apart from the cluster.
-var healthExempt = map[string]bool{
-	rpc.MethodHello: true, rpc.MethodClusterStatus: true, rpc.MethodClusterDigest: true,
-	rpc.MethodRaftPeers: true, rpc.MethodRaftTransfer: true, rpc.MethodRaftRemovePeer: true,
-	rpc.MethodUpgradeStatus: true, rpc.MethodAutopilotState: true,
-}
+// what is wrong with it, or take it apart from the cluster
+// (rpc.FlagHealthExempt in rpc's method table).
+var healthExempt = methodsWith(rpc.FlagHealthExempt)
 
 // refuseUnhealthy makes every client method except healthExempt answer
 // -32004 while the node is unhealthy (its storage failed or the digest

@@ -196,12 +196,13 @@ func (a *Agent) tlsForwardDialer() forwardDialer {
 // forwardable reports whether an agent ever forwards method, i.e.
 // whether the forwarding port serves it: every leader-bound method
 // (onLeader), the reads that run on the leader with consistent: true, and
-// the snapshot methods addressed to a leader or a node (onNode).
+// the snapshot methods addressed to a leader or a node (onNode); see
+// rpc.MethodSpec.Forwarded.
 func forwardable(method string) bool {
-	return rpc.LeaderBound(method) || method == rpc.MethodRunGet || method == rpc.MethodRunList || nodeAddressed[method]
+	m, ok := rpc.LookupMethod(method)
+	return ok && m.Forwarded()
 }
 
-// nodeAddressed methods run on the agent their params name (onNode).
-var nodeAddressed = map[string]bool{
-	rpc.MethodSnapshotSave: true, rpc.MethodSnapshotRead: true, rpc.MethodSnapshotWrite: true, rpc.MethodSnapshotClose: true,
-}
+// nodeAddressed methods run on the agent their params name (onNode;
+// rpc.FlagNodeAddressed).
+var nodeAddressed = methodsWith(rpc.FlagNodeAddressed)

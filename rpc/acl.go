@@ -23,24 +23,6 @@ import (
 // callers are identified by the kernel), is refused. Tokens are made by an
 // admin (acl.token.create) and stored hashed in the replicated state.
 
-// ACL methods.
-const (
-	MethodAuth           = "agent.auth"
-	MethodACLTokenCreate = "acl.token.create"
-	MethodACLTokenList   = "acl.token.list"
-	MethodACLTokenDelete = "acl.token.delete"
-)
-
-func init() {
-	methodRoutes[MethodAuth] = routeLocal
-	methodRoutes[MethodACLTokenCreate] = routeLeader
-	methodRoutes[MethodACLTokenDelete] = routeLeader
-	methodRoutes[MethodACLTokenList] = routeRead
-	// agent.auth is answered before the server sees it; any role may learn
-	// that a later one is refused. ACL methods are admin-only (audited).
-	methodRoles[MethodAuth] = RoleRead | RoleWorker
-}
-
 // AuthParams are agent.auth's params.
 type AuthParams struct {
 	Token string `json:"token"`

@@ -11,7 +11,10 @@ import (
 
 // Role is a set of caller roles (a bit set). A connection is given its
 // roles once, when it is admitted (Options.Admit); every call is then
-// checked against the roles its method needs (methodRoles) with one AND.
+// checked against the roles its method needs (the Roles of its row in
+// methodtable.go, plus admin) with one AND. A method whose row has no roles
+// is admin-only: every write that is not a worker's, membership, settings,
+// snapshots, queue changes, ACL tokens.
 type Role uint8
 
 const (
@@ -56,37 +59,6 @@ func ParseRole(s string) (Role, error) {
 		}
 	}
 	return RoleNone, fmt.Errorf("unknown role %q (want admin, worker or read)", s)
-}
-
-// methodRoles is the one table of who may call what: the roles (besides
-// admin, which may call everything) that may call a method. A method not
-// listed is admin-only: every write that is not a worker's, membership,
-// settings, snapshots, queue changes and methods added later until they are
-// listed here.
-var methodRoles = map[string]Role{
-	MethodHello:         RoleRead | RoleWorker,
-	MethodTaskClaim:     RoleWorker,
-	MethodTaskHeartbeat: RoleWorker,
-	MethodTaskComplete:  RoleWorker,
-	MethodTaskFail:      RoleWorker,
-
-	MethodRunGet:         RoleRead,
-	MethodRunList:        RoleRead,
-	MethodRunWait:        RoleRead,
-	MethodRunStats:       RoleRead,
-	MethodTaskGet:        RoleRead,
-	MethodClusterStatus:  RoleRead,
-	MethodClusterStats:   RoleRead,
-	MethodClusterDigest:  RoleRead,
-	MethodEventsSub:      RoleRead,
-	MethodEventsUnsub:    RoleRead,
-	MethodEventsList:     RoleRead,
-	MethodQueueList:      RoleRead,
-	MethodSettingsGet:    RoleRead,
-	MethodWorkersList:    RoleRead,
-	MethodRaftPeers:      RoleRead,
-	MethodUpgradeStatus:  RoleRead,
-	MethodAutopilotState: RoleRead,
 }
 
 // MethodRoles returns the roles that may call method (admin always may).

@@ -70,7 +70,7 @@
 // writer and one notification goroutine; a lost connection fails every
 // pending call with a *ConnError wrapping domain.ErrUnavailable. Client adds
 // failover over several endpoints with exponential backoff and full jitter,
-// and leader routing: leader-bound methods (methodRoutes in methods.go, the
+// and leader routing: leader-bound methods (methodTable in methodtable.go, the
 // one table) go straight to the leader's endpoint (route.go); see its doc
 // for the retry policy.
 //
@@ -85,6 +85,21 @@
 // healthy call costs nothing more; and an in-flight write is abandoned
 // rather than cancelled on the agent, which is safe because every write is
 // idempotent by its id, nonce, request id or fencing token.
+//
+// # Methods
+//
+// Decision: every protocol fact about a method is one row of methodTable
+// (methodtable.go): its name (a Method* constant), route class (local,
+// read, leader), the roles besides admin that may call it, and the flags an
+// agent serves it by (consistent read, node-addressed, health-exempt,
+// unfenced). The lookups (LeaderBound, MethodRoles, AdminOnly, LookupMethod,
+// the route classes) are computed from it, never registered by init
+// functions, so a method cannot have a route but no role, or a role but no
+// route; TestMethodTable checks the table against the package's Method*
+// constants, and the daemon checks its handler map against the table. The
+// flags live here, not in the daemon, because a client observes them
+// (where its call runs, which calls an unhealthy agent answers, which reads
+// see its own writes).
 //
 // # Errors
 //

@@ -9,15 +9,6 @@ import (
 // carry the lines the task printed since the last call (LogParams); the
 // cluster keeps them per attempt, up to a cap, and task.logs reads them.
 
-// MethodTaskLogs reads a task's logs (read role), optionally waiting for
-// new lines (follow).
-const MethodTaskLogs = "task.logs"
-
-func init() {
-	methodRoutes[MethodTaskLogs] = routeRead
-	methodRoles[MethodTaskLogs] = RoleRead
-}
-
 // Log streams.
 const (
 	StreamStdout = "stdout"

@@ -267,118 +267,19 @@ func (c *Client) Raw(ctx context.Context, method string, params json.RawMessage)
 	return out, c.Call(ctx, method, params, &out)
 }
 
-// Routing. Where a leader-aware Client (ClientOptions.Route "leader") sends
-// each method: this is the one table, and it matches docs/rpc.md ("Which
-// node serves a call"). Every agent accepts every method; the table only
-// saves the forwarding hop a follower would otherwise make.
-type routeClass uint8
-
-const (
-	// routeLocal: about the connected agent itself, or bound to its
-	// connection (a subscription's notifications arrive on it). Always the
-	// current connection.
-	routeLocal routeClass = iota
-	// routeRead: a read of the replicated state. With leader routing it
-	// goes to the leader (which has applied every acknowledged write), else
-	// to the current connection.
-	routeRead
-	// routeLeader: a write, a long poll or leader memory: it runs on the
-	// leader, so it goes straight to the leader's endpoint when the client
-	// has it.
-	routeLeader
-)
-
-var methodRoutes = map[string]routeClass{
-	MethodHello:           routeLocal,
-	MethodClusterStatus:   routeLocal,
-	MethodClusterStats:    routeLocal, // tasks_per_second is the agent's own meter
-	MethodClusterDigest:   routeLocal,
-	MethodRaftPeers:       routeLocal,
-	MethodUpgradeStatus:   routeLocal, // the connected agent asks every member
-	MethodEventsSub:       routeLocal,
-	MethodEventsUnsub:     routeLocal,
-	MethodSnapshotSave:    routeLocal, // the connected agent writes the file
-	MethodRunGet:          routeRead,  // leader-bound with consistent: true (see classify)
-	MethodRunList:         routeRead,  // same
-	MethodRunStats:        routeRead,
-	MethodTaskGet:         routeRead,
-	MethodEventsList:      routeRead,
-	MethodQueueList:       routeRead,
-	MethodSettingsGet:     routeRead,
-	MethodRunSubmit:       routeLeader,
-	MethodRunReplay:       routeLeader,
-	MethodRunCancel:       routeLeader,
-	MethodRunInterrupt:    routeLeader,
-	MethodRunResume:       routeLeader,
-	MethodRunRevert:       routeLeader,
-	MethodRunWait:         routeLeader, // long poll
-	MethodTaskClaim:       routeLeader, // long poll
-	MethodTaskHeartbeat:   routeLeader,
-	MethodTaskComplete:    routeLeader,
-	MethodTaskFail:        routeLeader,
-	MethodQueuePause:      routeLeader,
-	MethodQueueResume:     routeLeader,
-	MethodQueueSet:        routeLeader,
-	MethodQueueDelete:     routeLeader,
-	MethodSettingsSet:     routeLeader,
-	MethodWorkersList:     routeLeader, // the list lives in the leader's memory
-	MethodRaftAddPeer:     routeLeader,
-	MethodRaftRemovePeer:  routeLeader,
-	MethodRaftTransfer:    routeLeader,
-	MethodUpgradeFinalize: routeLeader,
-	MethodAutopilotState:  routeLeader, // autopilot runs on the leader
-	MethodSnapshotRest:    routeLeader, // the file is read on the leader's machine
-}
-
-// Schedule methods (params and results: rpc/schedrpc).
-const (
-	MethodScheduleCreate  = "schedule.create"
-	MethodScheduleGet     = "schedule.get"
-	MethodScheduleList    = "schedule.list"
-	MethodSchedulePause   = "schedule.pause"
-	MethodScheduleResume  = "schedule.resume"
-	MethodScheduleTrigger = "schedule.trigger"
-	MethodScheduleDelete  = "schedule.delete"
-)
-
-func init() {
-	for _, m := range []string{MethodScheduleGet, MethodScheduleList} {
-		methodRoutes[m] = routeRead
-		methodRoles[m] = RoleRead
-	}
-	// Writes: the role a submit needs (admin; not in methodRoles).
-	for _, m := range []string{MethodScheduleCreate, MethodSchedulePause, MethodScheduleResume, MethodScheduleTrigger, MethodScheduleDelete} {
-		methodRoutes[m] = routeLeader
-	}
-}
-
-// Definition methods (params and results: rpc/defrpc).
-const (
-	MethodDefinitionPut  = "definition.put"
-	MethodDefinitionGet  = "definition.get"
-	MethodDefinitionList = "definition.list"
-)
-
-func init() {
-	for _, m := range []string{MethodDefinitionGet, MethodDefinitionList} {
-		methodRoutes[m] = routeRead
-		methodRoles[m] = RoleRead
-	}
-	// definition.put needs what run.submit needs (not in methodRoles).
-	methodRoutes[MethodDefinitionPut] = routeLeader
-}
-
 // LeaderBound reports whether method runs on the leader (a follower
 // forwards it): writes, long polls, workers.list and the operator writes.
 // An unknown method is not leader-bound: it goes to the current
 // connection, whose agent forwards it if it must.
 func LeaderBound(method string) bool { return methodRoutes[method] == routeLeader }
 
-// classify is a call's route class: the method's, except that run.get and
-// run.list with consistent: true run on the leader.
+// classify is a call's route class (methodtable.go): the method's, except
+// that a consistent read (run.get, run.list) with consistent: true runs on
+// the leader.
 func classify(method string, params any) routeClass {
-	class := methodRoutes[method] // unknown: routeLocal
-	if method == MethodRunGet || method == MethodRunList {
+	spec := methodByName[method] // unknown: routeLocal, no flags
+	class := spec.route
+	if spec.Flags&FlagConsistent != 0 {
 		switch p := params.(type) {
 		case IDParams:
 			class = consistentRoute(p.Consistent)

@@ -12,59 +12,9 @@ import (
 // agent.hello at connect and fail fast on a mismatch.
 const ProtocolVersion = 1
 
-// Method names. They are the contract (the client contract, outside this
-// repository, and docs/rpc.md, which holds all of it): add, never rename.
-const (
-	MethodHello          = "agent.hello"
-	MethodRunSubmit      = "run.submit"
-	MethodRunGet         = "run.get"
-	MethodRunList        = "run.list"
-	MethodRunWait        = "run.wait"
-	MethodRunCancel      = "run.cancel"
-	MethodRunInterrupt   = "run.interrupt"
-	MethodRunResume      = "run.resume"
-	MethodRunRevert      = "run.revert"
-	MethodRunReplay      = "run.replay"
-	MethodRunStats       = "run.stats"
-	MethodTaskGet        = "task.get"
-	MethodTaskClaim      = "task.claim"
-	MethodTaskHeartbeat  = "task.heartbeat"
-	MethodTaskComplete   = "task.complete"
-	MethodTaskFail       = "task.fail"
-	MethodClusterStatus  = "cluster.status"
-	MethodClusterStats   = "cluster.stats"
-	MethodClusterDigest  = "cluster.digest"
-	MethodEventsSub      = "events.subscribe"
-	MethodEventsUnsub    = "events.unsubscribe"
-	MethodEventsList     = "events.list"
-	MethodQueueList      = "queue.list"
-	MethodQueuePause     = "queue.pause"
-	MethodQueueResume    = "queue.resume"
-	MethodQueueSet       = "queue.set"
-	MethodQueueDelete    = "queue.delete"
-	MethodSettingsGet    = "settings.get"
-	MethodSettingsSet    = "settings.set"
-	MethodWorkersList    = "workers.list"
-	MethodRaftPeers      = "operator.raft.list_peers"
-	MethodRaftAddPeer    = "operator.raft.add_peer"
-	MethodRaftRemovePeer = "operator.raft.remove_peer"
-	MethodRaftTransfer   = "operator.raft.transfer_leadership"
-	// MethodUpgradeStatus and MethodUpgradeFinalize show and raise the
-	// cluster's state-machine version (docs/operations.md, "Rolling
-	// upgrades").
-	MethodUpgradeStatus   = "operator.upgrade.status"
-	MethodUpgradeFinalize = "operator.upgrade.finalize"
-	// MethodAutopilotState is the leader's autopilot view: each server's
-	// health and the cluster's failure tolerance.
-	MethodAutopilotState = "operator.autopilot.state"
-	MethodSnapshotSave   = "snapshot.save"
-	MethodSnapshotRest   = "snapshot.restore"
-	MethodTaskSignal     = "task.signal"
-	MethodRunSignal      = "run.signal"
-
-	// NotifyEvent is the server notification of events.subscribe.
-	NotifyEvent = "event"
-)
+// NotifyEvent is the server notification of events.subscribe. (The method
+// names are in methodtable.go.)
+const NotifyEvent = "event"
 
 // HelloParams opens a session.
 type HelloParams struct {

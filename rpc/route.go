@@ -7,7 +7,7 @@ import (
 )
 
 // Leader routing: which connection a call of a leader-aware Client goes
-// over (see the Client doc; methodRoutes in methods.go classifies methods).
+// over (see the Client doc; methodTable in methodtable.go classifies methods).
 //
 // State, all under Client.mu:
 //   - nodes maps endpoints to node ids, learned from agent.hello answers;

@@ -8,12 +8,8 @@ import (
 // Signals (docs/rpc.md, "Signals and waiting tasks"): task.signal completes
 // one waiting task (type wait) with a payload; run.signal delivers a named
 // signal to every waiting task of a run that listens for it. Both need the
-// role a submit needs (admin: they are not in methodRoles).
-// (The method names are in protocol.go's table.)
-func init() {
-	methodRoutes[MethodTaskSignal] = routeLeader
-	methodRoutes[MethodRunSignal] = routeLeader
-}
+// role a submit needs (admin-only in methodtable.go, where the method names
+// are).
 
 // TaskSignalParams of task.signal. RunID and Key name the task (the run id
 // may be a unique prefix); TaskID "<run>/<key>" may be given instead.

@@ -6,27 +6,12 @@ package rpc
 // snapshot.close; an upload is snapshot.upload, snapshot.write at
 // increasing offsets, then snapshot.restore with the transfer, the size and
 // the SHA-256. Chunks are base64 in JSON, at most SnapshotChunkBytes raw
-// bytes each, so a call stays well under the 4 MiB line limit.
-const (
-	MethodSnapshotRead   = "snapshot.read"
-	MethodSnapshotUpload = "snapshot.upload"
-	MethodSnapshotWrite  = "snapshot.write"
-	MethodSnapshotClose  = "snapshot.close"
-)
+// bytes each, so a call stays well under the 4 MiB line limit. (The method
+// names are in methodtable.go.)
 
 // SnapshotChunkBytes is the largest chunk of a snapshot transfer (raw
 // bytes; 1 MiB is about 1.4 MB of base64).
 const SnapshotChunkBytes = 1 << 20
-
-func init() {
-	// The connected agent serves these or forwards them to the agent that
-	// holds the transfer (the params' node); they are admin-only (not in
-	// methodRoles).
-	for _, m := range []string{MethodSnapshotRead, MethodSnapshotWrite, MethodSnapshotClose} {
-		methodRoutes[m] = routeLocal
-	}
-	methodRoutes[MethodSnapshotUpload] = routeLeader // the leader stages the upload
-}
 
 // SnapshotTransfer names a transfer and the agent that holds it.
 type SnapshotTransfer struct {
