@@ -10,8 +10,9 @@ package rpc
 // is added by a constant and a row here, and its handler in the agent (a
 // test there checks that handlers and rows agree).
 
-// Method names. They are the contract (../shared/PROTOCOL.md and
-// docs/rpc.md): add, never rename. Each has one row in methodTable below.
+// Method names. They are the contract (the client contract, outside this
+// repository, and docs/rpc.md): add, never rename. Each has one row in
+// methodTable below.
 const (
 	MethodHello          = "agent.hello"
 	MethodRunSubmit      = "run.submit"
