@@ -66,13 +66,13 @@ test: deps vet staticcheck build
 # with a token, a workflow the worker completes, docker-compose down -v.
 # Needs Docker Engine and docker-compose v1; about a minute, so not in test.
 compose-test:
-	FLOWD_DOCKER=1 $(GO) test -count=1 -timeout 10m -run '^TestComposeUp$$' -v ./internal/e2e/
+	FLOWD_DOCKER=1 $(GO) test -count=1 -timeout 10m -run '^TestComposeUp$$' -v ./internal/testing/e2e/
 
-# The long fault-injection run (internal/chaos, docs/chaos.md; root, ip, nft;
+# The long fault-injection run (internal/testing/chaos, docs/chaos.md; root, ip, nft;
 # ~6-10 min): every fault kind at least twice under load, >= 8,000 tasks.
 # It fails on the liveness counters too (FLOWD_CHAOS_STRICT=0: report them).
 chaos:
-	FLOWD_CHAOS_LONG=1 $(GO) test -count=1 -timeout 45m -run '^TestChaosLong$$' -v ./internal/chaos/
+	FLOWD_CHAOS_LONG=1 $(GO) test -count=1 -timeout 45m -run '^TestChaosLong$$' -v ./internal/testing/chaos/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/

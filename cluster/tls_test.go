@@ -16,7 +16,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/internal/pki"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // tlsCluster is three real nodes on loopback TCP with mutual TLS.

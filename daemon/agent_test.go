@@ -18,7 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 

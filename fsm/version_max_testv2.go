@@ -6,7 +6,7 @@ import "maps"
 
 // This file builds the binary the rolling-upgrade tests upgrade to: one
 // state-machine version ahead of the release, with one rule that differs
-// (internal/e2e/upgrade_test.go builds it with -tags flowd_testv2).
+// (internal/testing/e2e/upgrade_test.go builds it with -tags flowd_testv2).
 
 // vProbe is the test build's new version.
 const vProbe = V1 + 1

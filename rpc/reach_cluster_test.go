@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 

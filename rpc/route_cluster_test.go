@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/daemon"
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 

@@ -2,7 +2,7 @@ package worker
 
 import (
 	"context"
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 	"strings"
 	"testing"
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 	"github.com/flowd/flowd/rpc"
 	"github.com/flowd/flowd/tui"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 	"github.com/flowd/flowd/rpc"
 )
 

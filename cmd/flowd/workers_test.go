@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/daemon"
-	"github.com/flowd/flowd/internal/testagents"
+	"github.com/flowd/flowd/internal/testing/testagents"
 )
 
 // submit --wait warns when the run waits for a task type no worker serves

@@ -46,7 +46,7 @@ func TestDegradedNoAgentAnswersAtOnce(t *testing.T) {
 		eps = append(eps, "unix://"+filepath.Join(dir, n+".sock"))
 	}
 	addr := strings.Join(eps, ",")
-	for _, args := range [][]string{{"run", "list"}, {"submit", filepath.Join("..", "..", "examples", "workflows", "demo.yaml")}} {
+	for _, args := range [][]string{{"run", "list"}, {"submit", filepath.Join(repoRoot(), "examples", "workflows", "demo.yaml")}} {
 		r := flowdCLI(t, append([]string{"--addr", addr}, args...)...)
 		if r.code != 1 || !strings.Contains(r.errOut, "no agent is listening at any of these 3 addresses") {
 			t.Fatalf("%v: exit %d\n%s", args, r.code, r.errOut)
@@ -69,7 +69,7 @@ func TestDegradedNoAgentAnswersAtOnce(t *testing.T) {
 func TestDegradedClusterAnswers(t *testing.T) {
 	c := startCluster(t, 3)
 	addr := strings.Join(c.endpoints(), ",")
-	demo := filepath.Join("..", "..", "examples", "workflows", "demo.yaml")
+	demo := filepath.Join(repoRoot(), "examples", "workflows", "demo.yaml")
 	r := flowdCLI(t, "--addr", addr, "submit", "--output", "json", demo)
 	if r.code != 0 {
 		t.Fatalf("submit: exit %d\n%s%s", r.code, r.out, r.errOut)

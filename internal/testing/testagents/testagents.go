@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/daemon"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // Cluster is n agents n1..nN and what reaches them.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/flowd/flowd/daemon"
 	"github.com/flowd/flowd/internal/pki"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // WithTLS makes a cluster CA and certificates for nodes n1..nN in a

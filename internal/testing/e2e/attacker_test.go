@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,10 +21,10 @@ import (
 
 // Security acceptance of issue 11 with a real attacker: a three-agent
 // mutual-TLS cluster of flowd processes, and every attack made by a
-// separate process (internal/attacker), as uid 65534 wherever a local user
+// separate process (internal/testing/attacker), as uid 65534 wherever a local user
 // could make it. The agents run as root, as they do in CI.
 
-// attackerBin builds internal/attacker into a directory every user may
+// attackerBin builds internal/testing/attacker into a directory every user may
 // enter (it runs as uid 65534).
 func attackerBin(t *testing.T) string {
 	t.Helper()
@@ -37,17 +36,16 @@ func attackerBin(t *testing.T) string {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, here, _, _ := runtime.Caller(0)
 	bin := filepath.Join(dir, "attacker")
-	cmd := exec.Command("go", "build", "-o", bin, "./internal/attacker")
-	cmd.Dir = filepath.Join(filepath.Dir(here), "..", "..")
+	cmd := exec.Command("go", "build", "-o", bin, "./internal/testing/attacker")
+	cmd.Dir = repoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the attacker: %v\n%s", err, out)
 	}
 	return bin
 }
 
-// attackReport is one line of the attacker's output (internal/attacker).
+// attackReport is one line of the attacker's output (internal/testing/attacker).
 type attackReport struct {
 	Step    string          `json:"step"`
 	Err     string          `json:"error"`

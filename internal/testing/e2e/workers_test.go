@@ -18,9 +18,10 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
+// repoRoot is the repository root: this package is internal/testing/e2e.
 func repoRoot() string {
 	_, here, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(here), "..", "..")
+	return filepath.Join(filepath.Dir(here), "..", "..", "..")
 }
 
 // workflow reads an example workflow (YAML or JSON) as JSON.

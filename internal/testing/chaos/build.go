@@ -87,7 +87,7 @@ func buildAgent(root, dir, name, tags string) (string, error) {
 		return "", err
 	}
 	if strings.Count(string(src), hookAnchor) != 1 {
-		return "", errors.New("chaos: cluster/node.go no longer has exactly one " + hookAnchor + "; update internal/chaos/build.go")
+		return "", errors.New("chaos: cluster/node.go no longer has exactly one " + hookAnchor + "; update internal/testing/chaos/build.go")
 	}
 	patched := strings.Replace(string(src), hookAnchor, hookAnchor+"\n\tdefer chaosDefaults(c)", 1)
 	pNode, pHooks := filepath.Join(dir, "node.go"), filepath.Join(dir, "chaos_hooks.go")

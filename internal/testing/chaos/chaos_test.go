@@ -24,14 +24,19 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	_, here, _, _ := runtime.Caller(0)
-	if agentBin, err = BuildAgent(filepath.Join(filepath.Dir(here), "..", ".."), dir); err != nil {
+	if agentBin, err = BuildAgent(repoRoot(), dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// repoRoot is the repository root: this package is internal/testing/chaos.
+func repoRoot() string {
+	_, here, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(here), "..", "..", "..")
 }
 
 func need(t *testing.T) {
@@ -47,8 +52,7 @@ func runSuite(t *testing.T, cfg Config, strict bool) *Summary {
 	t.Helper()
 	cfg.Bin = agentBin
 	if slices.Contains(cfg.Cycles, RollingUpgrade) {
-		_, here, _, _ := runtime.Caller(0)
-		next, err := BuildNextAgent(filepath.Join(filepath.Dir(here), "..", ".."), filepath.Dir(agentBin))
+		next, err := BuildNextAgent(repoRoot(), filepath.Dir(agentBin))
 		if err != nil {
 			t.Fatal(err)
 		}

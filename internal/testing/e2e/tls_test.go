@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"net"
 	"os"
 	"os/exec"

@@ -5,12 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,8 +28,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	_, here, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(here), "..", "..")
+	root := repoRoot()
 	flowdBin, workerBin = filepath.Join(dir, "flowd"), filepath.Join(dir, "example-worker")
 	for out, pkg := range map[string]string{flowdBin: "./cmd/flowd", workerBin: "./examples/worker"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)

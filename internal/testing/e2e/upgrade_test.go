@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,10 +35,9 @@ var (
 func flowdV2Bin(t *testing.T) string {
 	t.Helper()
 	v2Once.Do(func() {
-		_, here, _, _ := runtime.Caller(0)
 		v2Bin = filepath.Join(filepath.Dir(flowdBin), "flowd-v2")
 		cmd := exec.Command("go", "build", "-tags", "flowd_testv2", "-o", v2Bin, "./cmd/flowd")
-		cmd.Dir = filepath.Join(filepath.Dir(here), "..", "..")
+		cmd.Dir = repoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			v2Err = errors.New(string(out))

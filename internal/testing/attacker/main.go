@@ -1,5 +1,5 @@
 // Command attacker is the hostile process of the security end-to-end test
-// (internal/e2e/attacker_test.go, issue 11): each subcommand is one attack
+// (internal/testing/e2e/attacker_test.go, issue 11): each subcommand is one attack
 // on a running agent, made the way an outsider would make it, from a
 // process of its own (the test runs it as uid 65534 for the socket
 // attacks). It reports what happened, one JSON object per line on stdout;
@@ -40,7 +40,7 @@ import (
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/internal/pki"
-	"github.com/flowd/flowd/internal/testutil"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // report is one line of the attacker's output.

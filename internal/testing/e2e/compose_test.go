@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +42,7 @@ func TestComposeUp(t *testing.T) {
 		t.Fatalf("FLOWD_DOCKER=1 but the Docker daemon is not reachable (%v): start it, or unset FLOWD_DOCKER\n%s", err, out)
 	}
 	began := time.Now()
-	_, here, _, _ := runtime.Caller(0)
-	root, _ := filepath.Abs(filepath.Join(filepath.Dir(here), "..", ".."))
+	root, _ := filepath.Abs(repoRoot())
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	run := func(dir string, env []string, name string, args ...string) (string, error) {
