@@ -106,8 +106,14 @@ func submitBacklog(ctx context.Context, cfg BurndownConfig, queue string, rep *B
 	return nil
 }
 
-// burnState is the burn-down phase's counters and samples.
+// burnState is the burn-down phase's parameters, counters and samples.
 type burnState struct {
+	cfg    BurndownConfig
+	queue  string
+	total  int             // tasks to complete
+	rctx   context.Context // the phase's: cancelled when total are done
+	cancel context.CancelFunc
+
 	done, claims, claimed, rejected atomic.Int64
 	claimLat, completeLat           [][]time.Duration // per worker
 }
@@ -116,16 +122,17 @@ type burnState struct {
 // the execution half of the report.
 func burnDown(ctx context.Context, cfg BurndownConfig, queue string, rep *BurndownReport) error {
 	fmt.Fprintf(cfg.Progress, "running with %d workers, up to %d tasks per claim...\n", cfg.Workers, cfg.Max)
-	s := &burnState{claimLat: make([][]time.Duration, cfg.Workers), completeLat: make([][]time.Duration, cfg.Workers)}
+	s := &burnState{cfg: cfg, queue: queue, total: rep.Tasks,
+		claimLat: make([][]time.Duration, cfg.Workers), completeLat: make([][]time.Duration, cfg.Workers)}
 	t1 := time.Now()
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	s.rctx, s.cancel = context.WithCancel(ctx)
+	defer s.cancel()
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			burnWorker(rctx, cancel, cfg, queue, rep.Tasks, s, w)
+			s.work(w)
 		}(w)
 	}
 	wg.Wait()
@@ -143,9 +150,10 @@ func burnDown(ctx context.Context, cfg BurndownConfig, queue string, rep *Burndo
 	return nil
 }
 
-// burnWorker is worker w: claim up to cfg.Max tasks, complete them all
+// work is worker w: claim up to cfg.Max tasks, complete them all
 // concurrently, until total tasks are done (then it cancels the phase).
-func burnWorker(rctx context.Context, cancel context.CancelFunc, cfg BurndownConfig, queue string, total int, s *burnState, w int) {
+func (s *burnState) work(w int) {
+	cfg, queue, total, rctx := s.cfg, s.queue, s.total, s.rctx
 	cl, err := rpc.NewClient(rotate(cfg.Endpoints, w), cfg.Client)
 	if err != nil {
 		return
@@ -177,7 +185,7 @@ func burnWorker(rctx context.Context, cancel context.CancelFunc, cfg BurndownCon
 				s.completeLat[w] = append(s.completeLat[w], time.Since(d0))
 				mu.Unlock()
 				if s.done.Add(1) == int64(total) {
-					cancel()
+					s.cancel()
 				}
 			}(t)
 		}
