@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/internal/bench"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -30,7 +31,7 @@ func TestBenchQueue(t *testing.T) {
 			args := append([]string{"--output", "json", "bench", "--mode", "queue", "--jobs", "200",
 				"--workers", "4", "--producers", "4"}, tt.extra...)
 			r := tc.must(t, 0, args...)
-			var rep queueReport
+			var rep bench.QueueReport
 			if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
 				t.Fatalf("report is not JSON: %v\n%s", err, r)
 			}
@@ -50,7 +51,7 @@ func TestBenchQueue(t *testing.T) {
 			if got := rep.JobsPerSecond * rep.Seconds; got < jobs-0.01 || got > jobs+0.01 {
 				t.Errorf("jobs/s × seconds = %v, want %d", got, jobs)
 			}
-			for name, l := range map[string]latencyRep{"latency": rep.LatencyMS, "submit call": rep.SubmitCallMS} {
+			for name, l := range map[string]bench.Latency{"latency": rep.LatencyMS, "submit call": rep.SubmitCallMS} {
 				if !(0 <= l.P50 && l.P50 <= l.P99 && l.P99 <= l.Max) || l.Max == 0 {
 					t.Errorf("%s %+v: want 0 <= p50 <= p99 <= max, max > 0", name, l)
 				}
@@ -102,7 +103,7 @@ func TestBenchQueue(t *testing.T) {
 			t.Fatal(r)
 		}
 		var succeeded int
-		err := verifyRuns(t.Context(), tc.eps, rpc.ClientOptions{Logger: discardLogger}, 10*time.Second,
+		err := bench.VerifyRuns(t.Context(), tc.eps, rpc.ClientOptions{Logger: discardLogger}, 10*time.Second,
 			[]string{running, missing}, &succeeded)
 		if err == nil || succeeded != 0 || !strings.Contains(err.Error(), "2 of 2 runs did not succeed (1 running, 1 not found)") {
 			t.Errorf("verifyRuns = %d, %v", succeeded, err)
@@ -111,38 +112,4 @@ func TestBenchQueue(t *testing.T) {
 	t.Run("bad mode", func(t *testing.T) {
 		tc.must(t, 2, "bench", "--mode", "nope")
 	})
-}
-
-func TestBenchHelpers(t *testing.T) {
-	// Fields after the command name: state ppid pgrp session tty tpgid
-	// flags minflt cminflt majflt cmajflt utime stime ...
-	got, err := procStatTicks("4242 (flowd (x) y) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1\n")
-	if err != nil || got != 300 {
-		t.Errorf("procStatTicks = %d, %v; want 300", got, err)
-	}
-	if _, err := procStatTicks("4242 (flowd) S 1 2"); err == nil {
-		t.Error("a short stat line parsed")
-	}
-	for ep, want := range map[string]bool{"unix:///tmp/n1.sock": true, "/tmp/n1.sock": true,
-		"tcp://127.0.0.1:7000": true, "tcp://localhost:7000": true, "tcp://[::1]:7000": true, "tcp://10.0.0.5:7000": false} {
-		if localEndpoint(ep) != want {
-			t.Errorf("localEndpoint(%q) = %v", ep, !want)
-		}
-	}
-	var wf struct {
-		Tasks []struct {
-			Queue string          `json:"queue"`
-			Input json.RawMessage `json:"input"`
-		} `json:"tasks"`
-	}
-	if err := json.Unmarshal(queueWorkflow("q1", 12345, 200), &wf); err != nil || len(wf.Tasks) != 1 {
-		t.Fatalf("workflow: %v %+v", err, wf)
-	}
-	if len(wf.Tasks[0].Input) != 200 || wf.Tasks[0].Queue != "q1" || !json.Valid(wf.Tasks[0].Input) {
-		t.Errorf("input %d bytes in queue %q: %s", len(wf.Tasks[0].Input), wf.Tasks[0].Queue, wf.Tasks[0].Input)
-	}
-	l := latencyOf(nil)
-	if l != (latencyRep{}) {
-		t.Errorf("latencyOf(nil) = %+v", l)
-	}
 }

@@ -2,25 +2,20 @@ package main
 
 import (
 	"bufio"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"github.com/flowd/flowd/internal/bench"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -74,23 +69,6 @@ ratios (e.g. against the raw raft benchmark in cluster/bench_test.go).`,
 	Action: runBench,
 }
 
-type benchReport struct {
-	Tasks          int     `json:"tasks"`
-	Runs           int     `json:"runs"`
-	Workers        int     `json:"workers"`
-	MaxPerClaim    int     `json:"max_per_claim"`
-	SubmitSeconds  float64 `json:"submit_seconds"`
-	SubmitTasksSec float64 `json:"submit_tasks_per_second"`
-	RunSeconds     float64 `json:"run_seconds"`
-	TasksPerSecond float64 `json:"tasks_per_second"`
-	AvgClaimSize   float64 `json:"avg_claim_size"`
-	ClaimP50MS     float64 `json:"claim_p50_ms"`
-	ClaimP99MS     float64 `json:"claim_p99_ms"`
-	CompleteP50MS  float64 `json:"complete_p50_ms"`
-	CompleteP99MS  float64 `json:"complete_p99_ms"`
-	Rejected       int64   `json:"rejected"`
-}
-
 func runBench(c *cli.Context) error {
 	mode := c.String("mode")
 	if mode != "queue" && mode != "burndown" {
@@ -115,132 +93,64 @@ func runBench(c *cli.Context) error {
 	return runBurndown(c, eps)
 }
 
-// runBurndown submits every task first, then burns the backlog down.
-func runBurndown(c *cli.Context, eps []string) error {
-	n, perRun, workers, max := c.Int("tasks"), max(c.Int("per-run"), 1), c.Int("workers"), c.Int("max")
-	if n <= 0 || workers <= 0 || max <= 0 {
-		return usageErr(c, "--tasks, --workers and --max must be positive")
+// runQueueBench runs the queue workload (bench.RunQueue) and prints its
+// report.
+func runQueueBench(c *cli.Context, eps []string, spawnedPIDs []int) error {
+	cfg := bench.QueueConfig{Endpoints: eps, SpawnedPIDs: spawnedPIDs,
+		Jobs: c.Int("jobs"), Producers: c.Int("producers"), Workers: c.Int("workers"), ClaimMax: c.Int("claim-max"),
+		ClaimNext: c.Bool("claim-next"), Rate: c.Float64("rate"), Payload: c.Int("payload"),
+		Stall: c.Duration("stall-timeout"), CallTimeout: callTimeout(c), Progress: c.App.ErrWriter}
+	switch {
+	case cfg.Jobs <= 0 || cfg.Producers <= 0 || cfg.Workers <= 0 || cfg.ClaimMax <= 0:
+		return usageErr(c, "--jobs, --producers, --workers and --claim-max must be positive")
+	case cfg.Rate < 0:
+		return usageErr(c, "--rate must be >= 0 (0 = burst)")
+	case cfg.Payload < 0:
+		return usageErr(c, "--payload must be >= 0")
+	case cfg.Stall <= 0:
+		return usageErr(c, "--stall-timeout must be positive")
 	}
-	runs := (n + perRun - 1) / perRun
-	auth := rpc.ClientOptions{Logger: discardLogger}
+	cfg.Client = rpc.ClientOptions{Logger: discardLogger, DialTimeout: min(2*time.Second, cfg.CallTimeout)}
 	var err error
-	if auth.Token, auth.TLS, err = clientAuth(c); err != nil {
+	if cfg.Client.Token, cfg.Client.TLS, err = clientAuth(c); err != nil {
 		return err
 	}
-	rep := benchReport{Tasks: runs * perRun, Runs: runs, Workers: workers, MaxPerClaim: max}
-	ctx := c.Context
-	queue := "bench-" + uuid.NewString()[:8] // isolates this run from other work
+	rep, err := bench.RunQueue(c.Context, cfg)
+	if rep == nil {
+		return err
+	}
+	if perr := printQueueReport(c, rep); perr != nil {
+		return perr
+	}
+	if ve, ok := errors.AsType[*bench.VerifyError](err); ok {
+		return failf("inspect one with `flowd run get ID`", "%s", ve.Error())
+	}
+	return err
+}
 
-	// Submit.
-	var tasks []json.RawMessage
-	for i := 0; i < perRun; i++ {
-		tasks = append(tasks, json.RawMessage(fmt.Sprintf(`{"key":"t%d","type":"bench","queue":%q}`, i, queue)))
+// runBurndown runs the burn-down workload (bench.RunBurndown) and prints
+// its report.
+func runBurndown(c *cli.Context, eps []string) error {
+	cfg := bench.BurndownConfig{Endpoints: eps, Tasks: c.Int("tasks"), PerRun: max(c.Int("per-run"), 1),
+		Workers: c.Int("workers"), Max: c.Int("max"), Submitters: c.Int("submitters"), Progress: c.App.ErrWriter}
+	if cfg.Tasks <= 0 || cfg.Workers <= 0 || cfg.Max <= 0 {
+		return usageErr(c, "--tasks, --workers and --max must be positive")
 	}
-	wf, _ := json.Marshal(map[string]any{"name": "bench", "tasks": tasks})
-	fmt.Fprintf(c.App.ErrWriter, "submitting %d tasks in %d runs with %d submitters...\n", rep.Tasks, runs, c.Int("submitters"))
-	t0 := time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, c.Int("submitters"))
-	for s := 0; s < c.Int("submitters"); s++ {
-		wg.Add(1)
-		go func(s int) {
-			defer wg.Done()
-			cl, err := rpc.NewClient(rotate(eps, s), auth)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer cl.Close()
-			for next.Add(1) <= int64(runs) {
-				if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, ID: uuid.Must(uuid.NewV7()).String()}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}(s)
+	cfg.Client = rpc.ClientOptions{Logger: discardLogger}
+	var err error
+	if cfg.Client.Token, cfg.Client.TLS, err = clientAuth(c); err != nil {
+		return err
 	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return fmt.Errorf("submit: %w", err)
-	default:
-	}
-	rep.SubmitSeconds = time.Since(t0).Seconds()
-	rep.SubmitTasksSec = float64(rep.Tasks) / rep.SubmitSeconds
-
-	// Run.
-	fmt.Fprintf(c.App.ErrWriter, "running with %d workers, up to %d tasks per claim...\n", workers, max)
-	var done, claims, claimed, rejected atomic.Int64
-	claimLat := make([][]time.Duration, workers)
-	completeLat := make([][]time.Duration, workers)
-	t1 := time.Now()
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			cl, err := rpc.NewClient(rotate(eps, w), auth)
-			if err != nil {
-				return
-			}
-			defer cl.Close()
-			id := fmt.Sprintf("bench-%d", w)
-			for done.Load() < int64(rep.Tasks) && rctx.Err() == nil {
-				c0 := time.Now()
-				got, err := cl.Claim(rctx, rpc.ClaimParams{WorkerID: id, Queues: []string{queue}, Max: max, WaitMS: 1000})
-				if err != nil {
-					continue
-				}
-				if len(got) == 0 {
-					continue
-				}
-				claimLat[w] = append(claimLat[w], time.Since(c0))
-				claims.Add(1)
-				claimed.Add(int64(len(got)))
-				var inner sync.WaitGroup
-				var mu sync.Mutex
-				for _, t := range got {
-					inner.Add(1)
-					go func(t rpc.Claimed) {
-						defer inner.Done()
-						d0 := time.Now()
-						ack, err := cl.Complete(rctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken})
-						if err != nil || !ack.Accepted {
-							rejected.Add(1)
-							return
-						}
-						mu.Lock()
-						completeLat[w] = append(completeLat[w], time.Since(d0))
-						mu.Unlock()
-						if done.Add(1) == int64(rep.Tasks) {
-							cancel()
-						}
-					}(t)
-				}
-				inner.Wait()
-			}
-		}(w)
-	}
-	wg.Wait()
-	rep.RunSeconds = time.Since(t1).Seconds()
-	rep.TasksPerSecond = float64(done.Load()) / rep.RunSeconds
-	if claims.Load() > 0 {
-		rep.AvgClaimSize = float64(claimed.Load()) / float64(claims.Load())
-	}
-	rep.ClaimP50MS, rep.ClaimP99MS = percentiles(claimLat)
-	rep.CompleteP50MS, rep.CompleteP99MS = percentiles(completeLat)
-	rep.Rejected = rejected.Load()
-	if done.Load() < int64(rep.Tasks) {
-		return fmt.Errorf("only %d of %d tasks completed", done.Load(), rep.Tasks)
+	rep, err := bench.RunBurndown(c.Context, cfg)
+	if err != nil {
+		return err
 	}
 	if jsonOut(c) {
 		return printJSON(c.App.Writer, rep)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "submit:   %d tasks in %.2fs = %.0f tasks/s\n", rep.Tasks, rep.SubmitSeconds, rep.SubmitTasksSec)
-	fmt.Fprintf(w, "execute:  %d tasks in %.2fs = %.0f tasks/s (%d workers, %.1f tasks per claim)\n", rep.Tasks, rep.RunSeconds, rep.TasksPerSecond, workers, rep.AvgClaimSize)
+	fmt.Fprintf(w, "execute:  %d tasks in %.2fs = %.0f tasks/s (%d workers, %.1f tasks per claim)\n", rep.Tasks, rep.RunSeconds, rep.TasksPerSecond, rep.Workers, rep.AvgClaimSize)
 	fmt.Fprintf(w, "latency:  claim p50 %.1f ms p99 %.1f ms; complete p50 %.1f ms p99 %.1f ms\n", rep.ClaimP50MS, rep.ClaimP99MS, rep.CompleteP50MS, rep.CompleteP99MS)
 	if rep.Rejected > 0 {
 		fmt.Fprintf(w, "rejected: %d completions (lost leases)\n", rep.Rejected)
@@ -248,15 +158,56 @@ func runBurndown(c *cli.Context, eps []string) error {
 	return nil
 }
 
-// rotate starts the endpoint list at i, spreading clients over the nodes.
-func rotate(eps []string, i int) []string {
-	k := i % len(eps)
-	return append(append([]string(nil), eps[k:]...), eps[:k]...)
+// printQueueReport prints the queue workload's report as a table, or as
+// JSON with --output json.
+func printQueueReport(c *cli.Context, r *bench.QueueReport) error {
+	if jsonOut(c) {
+		return printJSON(c.App.Writer, r)
+	}
+	tw := newTable(c.App.Writer)
+	row(tw, "workload", fmt.Sprintf("queue, %s: %d one-task runs, %d producers, %d workers, claim max %d, %d-byte input",
+		r.Pacing, r.Jobs, r.Producers, r.Workers, r.ClaimMax, r.PayloadBytes))
+	row(tw, "throughput", fmt.Sprintf("%d jobs acked in %.2fs = %.0f jobs/s (first submit to last ack)", r.Acked, r.Seconds, r.JobsPerSecond))
+	if p := r.Paced; p != nil {
+		verdict := "kept up"
+		if !p.KeptUp {
+			verdict = "did NOT keep up"
+		}
+		row(tw, "pace", fmt.Sprintf("target %g jobs/s, achieved %.0f: %s (latest submit %.1f ms behind its slot)",
+			p.TargetRate, r.JobsPerSecond, verdict, p.MaxSubmitLagMS))
+		row(tw, "latency", fmt.Sprintf("scheduled submit -> durable completion  p50 %.1f ms  p99 %.1f ms  max %.1f ms",
+			r.LatencyMS.P50, r.LatencyMS.P99, r.LatencyMS.Max))
+	} else {
+		row(tw, "latency", fmt.Sprintf("submit -> completion ack  p50 %.1f ms  p99 %.1f ms  max %.1f ms",
+			r.LatencyMS.P50, r.LatencyMS.P99, r.LatencyMS.Max))
+	}
+	row(tw, "run.submit", fmt.Sprintf("p50 %.1f ms  p99 %.1f ms  max %.1f ms", r.SubmitCallMS.P50, r.SubmitCallMS.P99, r.SubmitCallMS.Max))
+	leader := ", a follower's commit index: no leader among the endpoints"
+	if r.Leader != "" {
+		leader = ", leader " + r.Leader
+	}
+	row(tw, "raft", fmt.Sprintf("%d entries = %.2f per job (%.1f tasks per claim%s)", r.RaftEntries, r.EntriesPerJob, r.AvgClaimSize, leader))
+	cpu := "unknown"
+	if r.AgentCPUSeconds != nil {
+		cpu = fmt.Sprintf("%.2fs = %.2f ms per job (pids %s)", *r.AgentCPUSeconds, *r.AgentCPUMSPerJob, joinInts(r.AgentPIDs))
+	}
+	if r.CPUNote != "" {
+		cpu += " (" + r.CPUNote + ")"
+	}
+	row(tw, "agent CPU", cpu)
+	if r.Rejected > 0 || r.CompleteErrors > 0 {
+		row(tw, "lost", fmt.Sprintf("%d completions rejected (lost leases), %d failed", r.Rejected, r.CompleteErrors))
+	}
+	row(tw, "verified", fmt.Sprintf("%d of %d runs succeeded", r.Succeeded, r.Jobs))
+	return tw.Flush()
 }
 
-func percentiles(all [][]time.Duration) (p50, p99 float64) {
-	l := latencyOf(slices.Concat(all...))
-	return l.P50, l.P99
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 // spawnCluster starts `flowd dev --concurrency 0` in a temp dir and returns
