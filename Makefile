@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test vet staticcheck bench bench-queues bench-profile deps clean image chaos compose-test
+.PHONY: all build run test vet staticcheck generate-check bench bench-queues bench-profile deps clean image chaos compose-test
 
 all: build
 
@@ -56,7 +56,14 @@ vet:
 staticcheck:
 	$(STATICCHECK) ./...
 
-test: deps vet staticcheck build
+# Generated code (go:generate: the MessagePack record codecs) must match its
+# source: regenerate and fail if anything changed.
+generate-check:
+	$(GO) generate ./...
+	@if git rev-parse --git-dir >/dev/null 2>&1 && ! git diff --quiet -- $$(git ls-files '*_msgp.go'); then \
+	  echo "generated code is out of date: run go generate ./... and commit the result"; git diff --stat -- $$(git ls-files '*_msgp.go'); exit 1; fi
+
+test: deps vet staticcheck generate-check build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
 
