@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -236,6 +237,13 @@ func diagnose(nodes []nodeHealth) (leader, problem, hint string) {
 	}
 	for l := range leaders {
 		leader = l
+	}
+	if reachable < len(nodes)/2+1 && !slices.ContainsFunc(nodes, func(n nodeHealth) bool { return n.Reachable && n.Node == leader }) {
+		// The agents that answer still name a leader that does not (it
+		// died a moment ago): with a majority of the listed agents down
+		// there is no quorum, whatever that stale claim says.
+		return "", fmt.Sprintf("no leader: %d of %d agents reachable, no quorum: they still name %s as leader, which does not answer; writes stop until a majority is back (reads answer from one agent, possibly stale)",
+			reachable, len(nodes), leader), hintStartAgents + hintRecover
 	}
 	return leader, "", ""
 }

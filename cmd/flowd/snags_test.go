@@ -61,6 +61,8 @@ func TestHealthDiagnosis(t *testing.T) {
 			"n4 has no leader while the others follow n1", "flowd operator raft add-peer n4", "start the missing"},
 		{"only the new node probed", []nodeHealth{up("n4", "")}, "", "no leader", "add-peer n4", ""},
 		{"quorum lost", []nodeHealth{up("n1", ""), down, down}, "", "1 of 3 agents reachable, no quorum", "operator raft recover", "add-peer"},
+		{"quorum lost, the survivor names a dead leader", []nodeHealth{up("n2", "n3"), down, down}, "", "1 of 3 agents reachable, no quorum: they still name n3", "operator raft recover", "add-peer"},
+		{"a reachable leader with the others down", []nodeHealth{up("n1", "n1"), down, down}, "n1", "", "", ""},
 		{"quorum lost, more endpoints up", []nodeHealth{up("n1", ""), up("n2", ""), down}, "", "may have lost its quorum", "start the missing agents", "add-peer"},
 		{"nothing reachable", []nodeHealth{down}, "", "no agent is reachable", "start the missing agents", ""},
 		{"split views", []nodeHealth{up("n1", "n1"), up("n2", "n2")}, "", "disagree", "retry", "start the missing"},
