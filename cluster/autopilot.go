@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -168,16 +170,7 @@ func (d *apDelegate) NotifyState(s *autopilot.State) {
 }
 
 func sortedIDs(m map[raft.ServerID]*autopilot.ServerState) []raft.ServerID {
-	ids := make([]raft.ServerID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
-	return ids
+	return slices.Sorted(maps.Keys(m))
 }
 
 func (d *apDelegate) FetchServerStats(ctx context.Context, servers map[raft.ServerID]*autopilot.Server) map[raft.ServerID]*autopilot.ServerStats {

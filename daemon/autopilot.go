@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/flowd/flowd/cluster"
@@ -15,30 +14,14 @@ import (
 
 // ProbeMembers implements cluster.MemberProber.
 func (a *Agent) ProbeMembers(ctx context.Context, servers []cluster.PeerStatus) map[string]cluster.MemberStats {
-	out := map[string]cluster.MemberStats{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, s := range servers {
-		if s.ID == a.cfg.NodeID {
-			mu.Lock()
-			out[s.ID] = a.node.LocalStats()
-			mu.Unlock()
-			continue
+	infos, errs := a.askMembers(ctx, servers)
+	out := make(map[string]cluster.MemberStats, len(servers))
+	for i, s := range servers {
+		if errs[i] == nil {
+			out[s.ID] = cluster.MemberStats{LastTerm: infos[i].LastTerm, LastIndex: infos[i].LastIndex,
+				LastContact: time.Duration(infos[i].LastContactMS) * time.Millisecond}
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			info, err := a.memberQuery(ctx, s.ID, s.Address)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			out[s.ID] = cluster.MemberStats{LastTerm: info.LastTerm, LastIndex: info.LastIndex,
-				LastContact: time.Duration(info.LastContactMS) * time.Millisecond}
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
 	return out
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/rpc"
 )
@@ -62,41 +63,46 @@ func (a *Agent) fsmVersion() *rpc.FSMVersion {
 // answer in it is reported as unknown (and blocks a raise).
 const memberAskTimeout = time.Second
 
-// memberVersions asks every server of the configuration, in parallel, for
-// the versions its binary applies (this agent answers for itself).
-func (a *Agent) memberVersions(ctx context.Context) []rpc.MemberVersion {
-	servers := a.prop.Servers()
-	out := make([]rpc.MemberVersion, len(servers))
+// askMembers asks every server in parallel about itself (this agent
+// answers for itself); errs[i] says why server i did not answer. The
+// member report of list-peers and upgrades, and autopilot's stats, come
+// from it.
+func (a *Agent) askMembers(ctx context.Context, servers []cluster.PeerStatus) (infos []memberInfo, errs []error) {
+	infos, errs = make([]memberInfo, len(servers)), make([]error, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
-		out[i] = rpc.MemberVersion{ID: s.ID, Voter: strings.EqualFold(s.Suffrage, "voter")}
 		if s.ID == a.cfg.NodeID {
-			out[i].Release, out[i].Min, out[i].Max = a.cfg.Version, int(fsm.MinVersion), int(fsm.MaxVersion)
+			infos[i], _ = a.memberInfo(ctx, struct{}{})
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a.askMember(ctx, s.ID, s.Address, &out[i])
-		}()
+		wg.Go(func() { infos[i], errs[i] = a.memberQuery(ctx, s.ID, s.Address) })
 	}
 	wg.Wait()
-	return out
+	return infos, errs
 }
 
-func (a *Agent) askMember(ctx context.Context, id, raftAddr string, m *rpc.MemberVersion) {
-	info, err := a.memberQuery(ctx, id, raftAddr)
-	var re *rpc.Error
-	switch {
-	case errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound:
-		// A release from before versioning applies version 1 only.
-		m.Min, m.Max = int(fsm.V1), int(fsm.V1)
-		m.Error = "its release predates state-machine versions: it applies version 1 only"
-	case err != nil:
-		m.Error = err.Error()
-	default:
-		m.Release, m.Min, m.Max = info.Release, info.Min, info.Max
+// memberVersions is every server's release and the state-machine versions
+// it applies.
+func (a *Agent) memberVersions(ctx context.Context) []rpc.MemberVersion {
+	servers := a.prop.Servers()
+	infos, errs := a.askMembers(ctx, servers)
+	out := make([]rpc.MemberVersion, len(servers))
+	for i, s := range servers {
+		m := rpc.MemberVersion{ID: s.ID, Voter: strings.EqualFold(s.Suffrage, "voter")}
+		var re *rpc.Error
+		switch err := errs[i]; {
+		case errors.As(err, &re) && re.Code == rpc.CodeMethodNotFound:
+			// A release from before versioning applies version 1 only.
+			m.Min, m.Max = int(fsm.V1), int(fsm.V1)
+			m.Error = "its release predates state-machine versions: it applies version 1 only"
+		case err != nil:
+			m.Error = err.Error()
+		default:
+			m.Release, m.Min, m.Max = infos[i].Release, infos[i].Min, infos[i].Max
+		}
+		out[i] = m
 	}
+	return out
 }
 
 // memberQuery asks member id, at its forwarding port, about itself.
