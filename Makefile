@@ -82,7 +82,7 @@ chaos:
 	FLOWD_CHAOS_LONG=1 $(GO) test -count=1 -timeout 45m -run '^TestChaosLong$$' -v ./internal/testing/chaos/
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/
+	$(GO) test -run '^$$' -bench . -benchtime 3000x ./fsm/ ./cluster/raftnode/
 
 # The side-by-side job-queue benchmark (../shared/bench/queues: flowd against
 # Asynq, River and a Postgres SKIP LOCKED loop, interleaved passes; ~40 min).

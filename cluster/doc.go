@@ -1,11 +1,15 @@
-// Package cluster runs one flowd node: a hashicorp/raft member over
-// raft-boltdb (the log) and the fsm package's badger store (the state),
-// with its transport (plaintext on loopback or mutual TLS), bootstrap and
-// membership, quorum-loss recovery (recover.go), raft timing for busy
-// machines (timing.go), the leader's loops (reaper, retry tick, dispatcher,
-// schedules, GC, digest check, autopilot) and proposals, grouped or alone.
+// Package cluster is the vocabulary of a flowd cluster member, without its
+// implementation: the node's configuration (Config, Peer, ParsePeers, the
+// defaults), raft's failure-detection timing (RaftTiming), what a node
+// reports (Status, PeerStatus, MemberStats, GroupCommitStats, autopilot's
+// AutopilotState), the interfaces a node is given (TLSProvider,
+// MemberProber), and its errors (ErrNotLeader and *NotLeaderError,
+// ErrLeadershipLost, ErrShutdown, ErrStorageFailed and *StorageFailure,
+// ErrNotMember).
 //
-// A node whose local storage fails, or whose binary cannot apply the
-// cluster's state-machine version, stops instead of diverging (storage.go).
-// The library never exits the process. See DESIGN.md beside this file.
+// It imports no raft: the daemon depends on it, and on interfaces of its
+// own, without linking hashicorp/raft. The raft implementation is
+// cluster/raftnode, which speaks this vocabulary (its errors are these
+// values, so errors.Is and errors.As match across the two). See DESIGN.md
+// beside this file.
 package cluster

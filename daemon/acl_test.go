@@ -41,7 +41,7 @@ func startACLAgents(t *testing.T, n int) ([]*Agent, string) {
 	var agents []*Agent
 	for _, c := range cfgs {
 		c.Peers = strings.Join(peers, ",")
-		a, err := New(c, NewLogger("error", ""))
+		a, err := New(withRaft(c), NewLogger("error", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func startACLAgents(t *testing.T, n int) ([]*Agent, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, a := range agents {
-		if _, err := a.node.WaitForLeader(ctx); err != nil {
+		if _, err := raftNode(a).WaitForLeader(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -30,10 +30,10 @@ type Agent struct {
 	// none) whose outcome is unknown; the worker's next claim re-sends the
 	// id (taskClaim).
 	unknownClaims rpc.ClaimMemo
-	// node is the concrete cluster node, for lifecycle (Run, Shutdown),
-	// metrics and the operator methods that need raft itself; handlers
-	// otherwise go through prop and state (the seam, seam.go).
-	node *cluster.Node
+	// node is the cluster member, for lifecycle (Run, Shutdown), metrics
+	// and the operator methods; handlers otherwise go through prop and
+	// state (the seam, seam.go). nil in agents wired for handler tests.
+	node Node
 
 	prop    proposer    // the node: proposals, claims, leadership
 	state   stateReader // the node's FSM: replicated state as applied here
@@ -63,9 +63,12 @@ type forwardedKey struct{}
 // served here or fails, never forwarded again.
 func isForwarded(ctx context.Context) bool { return ctx.Value(forwardedKey{}) != nil }
 
-// New opens the node (raft, badger) and binds every listener, so errors
-// such as a port or socket in use surface before Run.
+// New binds every listener and opens the node through cfg.OpenNode, so
+// errors such as a port or socket in use surface before Run.
 func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	if cfg.OpenNode == nil {
+		return nil, errors.New("daemon.Config.OpenNode is not set: the caller opens the cluster node (daemon.NodeOpener(raftnode.Open))")
+	}
 	if err := cfg.Normalize(); err != nil {
 		return nil, err
 	}
@@ -121,7 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.meta = meta
 	autoPeriod, autoWindow := autoTiming(log) // adaptive concurrency (autoconc.go)
 	snapThreshold, trailingLogs, snapInterval := raftCompaction(log)
-	a.node, err = cluster.New(cluster.Config{
+	node, err := cfg.OpenNode(cluster.Config{
 		NodeID: cfg.NodeID, DataDir: cfg.DataDir, RaftBind: cfg.RaftAddr, Advertise: cfg.RaftAdvertise,
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		RaftMultiplier: cfg.RaftMultiplier, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
@@ -134,6 +137,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.node = node
 	a.wire(a.node, a.node.FSM())
 	a.node.StartAutopilot(a, a.autopilotConfig()) // server health, dead-server cleanup (autopilot.go)
 	a.node.FSM().SetCommitHook(a.commitHook)
@@ -242,8 +246,8 @@ func (a *Agent) stopCtx() context.Context {
 	return ctx
 }
 
-// Node returns the agent's cluster node.
-func (a *Agent) Node() *cluster.Node { return a.node }
+// Node returns the agent's cluster node (what Config.OpenNode opened).
+func (a *Agent) Node() Node { return a.node }
 
 // Config returns the normalized config.
 func (a *Agent) Config() Config { return a.cfg }
@@ -255,7 +259,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	case <-a.node.Stopped():
 		return errors.New("cluster node stopped")
 	case <-a.node.Failed():
-		// Local storage failed (cluster/storage.go): stop now, handing
+		// Local storage failed (cluster/raftnode/storage.go): stop now, handing
 		// leadership over; the caller exits with ExitStorage.
 		// The stores may not close (badger retries a flush to a vanished
 		// dir forever): the wait is bounded, and the process exits anyway.

@@ -50,7 +50,7 @@ func startAgentsLogging(t testing.TB, n int, logger func(i int) *slog.Logger) []
 		if logger != nil {
 			l = logger(i)
 		}
-		a, err := New(c, l)
+		a, err := New(withRaft(c), l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func startAgentsLogging(t testing.TB, n int, logger func(i int) *slog.Logger) []
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := agents[0].node.WaitForLeader(ctx); err != nil {
+	if _, err := raftNode(agents[0]).WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return agents
@@ -145,16 +145,16 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 	dir := t.TempDir()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	raftAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	a, err := New(Config{NodeID: "h1", DataDir: filepath.Join(dir, "h1"), RaftAddr: raftAddr,
+	a, err := New(withRaft(Config{NodeID: "h1", DataDir: filepath.Join(dir, "h1"), RaftAddr: raftAddr,
 		ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: filepath.Join(dir, "h1.sock"),
-		HTTPAddr: httpAddr, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}, nil)
+		HTTPAddr: httpAddr, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := a.node.WaitForLeader(ctx); err != nil {
+	if _, err := raftNode(a).WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A proposal makes raft emit its commit metrics.
@@ -193,16 +193,16 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 // no go-metrics runtime duplicates of the Go collector.
 func TestMetricsFollowPrometheusNaming(t *testing.T) {
 	dir := t.TempDir()
-	a, err := New(Config{NodeID: "m1", DataDir: filepath.Join(dir, "m1"), RaftAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	a, err := New(withRaft(Config{NodeID: "m1", DataDir: filepath.Join(dir, "m1"), RaftAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: filepath.Join(dir, "m1.sock"),
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}, nil)
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := a.node.WaitForLeader(ctx); err != nil {
+	if _, err := raftNode(a).WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Commits make raft and raft-boltdb report their timings, sizes and counts.

@@ -8,7 +8,7 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
-// Autopilot (cluster/autopilot.go) runs on the leader; the agent feeds it
+// Autopilot (cluster/raftnode/autopilot.go) runs on the leader; the agent feeds it
 // each member's raft stats, asked over the forwarding port (memberQuery),
 // and reports its view (operator.autopilot.state, /metrics).
 

@@ -20,6 +20,12 @@ import (
 // Config configures one agent. Every field has a flag and a FLOWD_* env var
 // (see cmd/flowd) and a key of the same name in the config file.
 type Config struct {
+	// OpenNode opens the cluster node (raft, badger) once the listeners
+	// are bound; the one field that is no setting (no flag, no key): the
+	// caller's choice of implementation, usually
+	// daemon.NodeOpener(raftnode.Open).
+	OpenNode OpenNodeFunc `json:"-"`
+
 	NodeID        string `json:"node_id"`
 	DataDir       string `json:"data_dir"`
 	RaftAddr      string `json:"raft_addr"`
@@ -78,7 +84,7 @@ type Config struct {
 	// RaftMultiplier scales raft's base timeouts (heartbeat and election
 	// 500 ms, leader lease = heartbeat) as Consul's raft_multiplier does;
 	// an explicit timeout below overrides its scaled value. Zero:
-	// cluster.DefaultRaftMultiplier. See cluster/DESIGN.md, "Timing on a
+	// cluster.DefaultRaftMultiplier. See cluster/raftnode/DESIGN.md, "Timing on a
 	// busy machine".
 	RaftMultiplier     float64       `json:"raft_multiplier,omitempty"`
 	HeartbeatTimeout   time.Duration `json:"raft_heartbeat_timeout,omitempty"`
@@ -87,7 +93,7 @@ type Config struct {
 	// CommitTimeout is how long the leader's replication to a follower
 	// waits with nothing new to send before it sends an AppendEntries
 	// anyway, so the follower learns the commit index once traffic stops
-	// (see cluster/DESIGN.md, "Idle cost"). Zero: cluster.DefaultCommitTimeout.
+	// (see cluster/raftnode/DESIGN.md, "Idle cost"). Zero: cluster.DefaultCommitTimeout.
 	CommitTimeout time.Duration `json:"raft_commit_timeout,omitempty"`
 	// RaftLogCacheBytes bounds the cache of recent raft log entries; zero:
 	// cluster.DefaultLogCacheBytes (64 MiB).
@@ -106,7 +112,7 @@ type Config struct {
 	// (upgrade.go). Zero: DefaultUpgradeAutoFinalize; negative: never
 	// (only `flowd operator upgrade finalize`).
 	UpgradeAutoFinalize time.Duration `json:"upgrade_auto_finalize,omitempty"`
-	// Autopilot (autopilot.go, cluster/autopilot.go): dead-server cleanup
+	// Autopilot (autopilot.go, cluster/raftnode/autopilot.go): dead-server cleanup
 	// (nil: on), the fewest voters cleanup leaves (0: the size of --peers),
 	// and the health thresholds (0: cluster's defaults).
 	AutopilotCleanupDeadServers      *bool         `json:"autopilot_cleanup_dead_servers,omitempty"`

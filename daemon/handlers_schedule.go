@@ -14,7 +14,7 @@ import (
 )
 
 // Schedule methods. Timing is parsed here and on the leader's schedule
-// loop (cluster/schedules.go), never in the state machine: the leader
+// loop (cluster/raftnode/schedules.go), never in the state machine: the leader
 // computes the first fire time of a create or resume with its own clock
 // and puts it in the command.
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
@@ -74,7 +74,7 @@ func TestResentClaimAndSubmitAreIdempotent(t *testing.T) {
 // long-polled claim's answer is lost after its entry applied: the leases
 // are made, the caller hears "outcome unknown".
 type lossyClaims struct {
-	*cluster.Node
+	*raftnode.Node
 	lost atomic.Bool
 }
 
@@ -92,7 +92,7 @@ func (l *lossyClaims) Claim(ctx context.Context, w fsm.Waiter, grace time.Durati
 // agent carries it: answered the lease the lost answer held (same token),
 // not a second task, and no lease is left with nobody.
 func TestAgentResendsTheRequestIDOfAClaimWhoseAnswerWasLost(t *testing.T) {
-	n := cluster.NewTestCluster(t, 1, nil).Leader()
+	n := raftnode.NewTestCluster(t, 1, nil).Leader()
 	a := seamAgent(n.ID(), &lossyClaims{Node: n}, n.FSM())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -125,7 +125,7 @@ var (
 	descLeaseExpiry = prometheus.NewDesc("flowd_lease_expiries_total", "Leases expired and reaped, cluster-wide.", nil, nil)
 	descWaiting     = prometheus.NewDesc("flowd_claims_waiting", "Long-polling claims held by this node.", nil, nil)
 
-	// The group commit (cluster/batcher.go), while this node leads.
+	// The group commit (cluster/raftnode/batcher.go), while this node leads.
 	descGroupEntries  = prometheus.NewDesc("flowd_group_commit_entries_total", "Group-commit raft entries this node proposed.", nil, nil)
 	descGroupCommands = prometheus.NewDesc("flowd_group_commit_commands_total", "Client commands in those entries (their ratio is the group size).", nil, nil)
 	descGroupLingers  = prometheus.NewDesc("flowd_group_commit_lingers_total",

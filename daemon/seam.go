@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/flowd/flowd/cluster"
@@ -10,14 +11,43 @@ import (
 	"github.com/flowd/flowd/fsm/domain"
 )
 
-// The seam between the handlers and the cluster (see DESIGN.md, "The
-// seam"). Handlers reach raft and the state store only through the two
-// interfaces below, defined here, where they are used, and kept to what the
-// handlers call (rqlite's proxy.Store, hraftd's httpd.Store). In production
-// both are the agent's *cluster.Node and its *fsm.FSM; in tests, a test
-// cluster's node or a fake. Lifecycle code (New, Shutdown, metrics) and the
-// operator methods that need raft itself (membership, user restore) keep
-// the concrete *cluster.Node.
+// The seam between the agent and the cluster (see DESIGN.md, "The seam").
+// daemon never names the raft implementation: it reaches the node and its
+// state only through the interfaces below, defined here, where they are
+// used, each kept to what one consumer calls (rqlite's proxy.Store,
+// hraftd's httpd.Store). The composition root (cmd/flowd's agent command,
+// testagents, the daemon's own test helpers) opens a cluster/raftnode.Node
+// through Config.OpenNode; tests of the handlers wire a one-node test
+// cluster or a fake instead (seam_test.go). The vocabulary the interfaces
+// speak (cluster.Status, cluster.PeerStatus, cluster.NotLeaderError, ...) is
+// package cluster, which does not import raft.
+
+// Node is everything the agent asks of its cluster member: proposals and
+// leadership (proposer), the operator methods (operator), its lifecycle and
+// its counters. cluster/raftnode's *Node satisfies it.
+type Node interface {
+	proposer
+	operator
+	nodeLifecycle
+	nodeMetrics
+}
+
+// OpenNodeFunc opens the node New runs on, from the cluster configuration
+// New derives from Config (its listeners are bound by then).
+type OpenNodeFunc func(cluster.Config) (Node, error)
+
+// NodeOpener adapts a constructor of a concrete node type (raftnode.Open)
+// to an OpenNodeFunc; a failed open gives no node (never an interface
+// holding a nil pointer).
+func NodeOpener[N Node](open func(cluster.Config) (N, error)) OpenNodeFunc {
+	return func(c cluster.Config) (Node, error) {
+		n, err := open(c)
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+}
 
 // leadership is what the leader proxy needs from the node: who leads and
 // where it listens, and the waits around a change of leader and around
@@ -67,10 +97,66 @@ type proposer interface {
 	Barrier(ctx context.Context) error
 }
 
-// stateReader is the replicated state as the handlers read it: this node's
-// applied view (see fsm.FSM for each method's contract). Every method is
-// safe for concurrent use with Apply.
-type stateReader interface {
+// operator is what the operator methods need from the node beyond
+// proposer: raft's state, membership changes, a user's snapshot restore,
+// and autopilot's view (handlers_cluster.go, handlers_snapshot.go,
+// autopilot.go, upgrade.go). Membership changes and the restore fail with
+// *cluster.NotLeaderError on a follower. Quorum-loss recovery is offline
+// (the data dir of a stopped agent), so it is no method of a running node.
+type operator interface {
+	// Status reports raft's state, term, indexes and configuration.
+	Status() cluster.Status
+	// AddVoter adds (idempotently) a voter; RemoveServer removes one.
+	AddVoter(id, addr string) error
+	RemoveServer(id string) error
+	// TransferLeadership hands leadership to id ("" lets raft pick).
+	TransferLeadership(id string) error
+	// RestoreSnapshot replaces the cluster's state with the snapshot r
+	// holds (size bytes, taken at index), within timeout.
+	RestoreSnapshot(r io.Reader, size int64, index uint64, timeout time.Duration) error
+	// AutopilotState is autopilot's latest view (nil: not the leader, or
+	// none yet).
+	AutopilotState() *cluster.AutopilotState
+	// LocalStats is this node's raft log position and last contact.
+	LocalStats() cluster.MemberStats
+}
+
+// nodeLifecycle is what New, Run and Shutdown, /readyz and the health gate
+// need from the node.
+type nodeLifecycle interface {
+	// FSM is the node's replicated state.
+	FSM() *fsm.FSM
+	// StartAutopilot runs autopilot while this node leads, asking p for
+	// the members' stats.
+	StartAutopilot(p cluster.MemberProber, c cluster.AutopilotConfig)
+	// Health is why the node must not serve (storage failed, data dir
+	// gone, disk full, state diverged), or ""; it checks the disk.
+	Health() string
+	// Serving is Health without the disk check: what every call asks.
+	Serving() string
+	// Failed is closed when local storage failed; Failure says why.
+	Failed() <-chan struct{}
+	Failure() error
+	// Stopped is closed when the node stopped.
+	Stopped() <-chan struct{}
+	Shutdown() error
+}
+
+// nodeMetrics is the node's counters on /metrics.
+type nodeMetrics interface {
+	LeaderChanges() uint64
+	WaitingClaims() int
+	GroupCommit() cluster.GroupCommitStats
+	ThrottledDispatches() uint64
+}
+
+// The replicated state as this node has applied it (see fsm.FSM for each
+// method's contract), split by consumer. Every method is safe for
+// concurrent use with Apply.
+
+// appliedView is where this node's state is: what the leader proxy's read
+// fence, the long polls and the event streams wait on.
+type appliedView interface {
 	// AppliedIndex is the last index applied to this node's state.
 	AppliedIndex() uint64
 	// Changed returns a channel closed at the next commit (take it before
@@ -78,31 +164,54 @@ type stateReader interface {
 	Changed() <-chan struct{}
 	// Now is the FSM clock: the largest leader stamp applied (ms).
 	Now() int64
+}
+
+// runReader is what the run and event handlers read (handlers_run.go,
+// handlers_events.go).
+type runReader interface {
 	Limits() domain.Limits
 	ResolveRunID(short string) (string, error)
 	GetRun(id string) (*fsm.Run, []*fsm.Task, error)
 	GetRunOnly(id string) (*fsm.Run, error)
 	GetSpec(id string) (*domain.Spec, error)
-	GetTask(id string) (*fsm.Task, error)
 	ListRunsWhere(state domain.RunState, q fsm.RunFilter, limit int, cursor string) ([]*fsm.Run, string, error)
 	CountRuns() (map[domain.RunState]int, error)
+	Events(from uint64, runID string, limit int) ([]fsm.Event, uint64, error)
+	LatestEvents(runID string, limit int) ([]fsm.Event, error)
+}
+
+// claimReader is what the dispatch path reads: the claim handler's wait
+// for ready work, a re-sent claim's leases, a task, and the leases by
+// worker (handlers_task.go, idle_types.go).
+type claimReader interface {
 	HasReady(w fsm.Waiter, now int64) bool
 	ClaimedBy(worker, req string) ([]fsm.Claimed, error)
+	GetTask(id string) (*fsm.Task, error)
 	LeaseOwners() map[string]int
+}
+
+// statsReader is what metrics, health, cluster.stats, the queue handlers,
+// snapshot.save and the upgrade code read.
+type statsReader interface {
 	Queues() ([]fsm.QueueInfo, error)
 	Breakers() ([]fsm.Breaker, error)
 	Settings() (fsm.Settings, error)
 	Counters() (fsm.Counters, error)
-	Events(from uint64, runID string, limit int) ([]fsm.Event, uint64, error)
-	LatestEvents(runID string, limit int) ([]fsm.Event, error)
 	Digest() (string, uint64, error)
 	Snapshot() (*fsm.Snapshot, error)
 	// ActiveVersion is the cluster's state-machine version as applied here.
 	ActiveVersion() fsm.Version
 }
 
+// stateReader is all of the above: what an agent is wired with.
+type stateReader interface {
+	appliedView
+	runReader
+	claimReader
+	statsReader
+}
+
 var (
-	_ proposer    = (*cluster.Node)(nil)
 	_ stateReader = (*fsm.FSM)(nil)
 )
 

@@ -9,11 +9,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
+
+// The raft node satisfies the daemon's view of a node.
+var _ Node = (*raftnode.Node)(nil)
+
+// withRaft is c with the raft node as its OpenNode: what cmd/flowd's agent
+// command does.
+func withRaft(c Config) Config {
+	c.OpenNode = NodeOpener(raftnode.Open)
+	return c
+}
+
+// raftNode is a's node as the raft implementation, for what only tests
+// ask of it (WaitForLeader).
+func raftNode(a *Agent) *raftnode.Node { return a.node.(*raftnode.Node) }
 
 // seamAgent is an agent wired around p and s only (no listeners, no
 // sockets): what the handlers see through the seam.
@@ -24,9 +38,9 @@ func seamAgent(nodeID string, p proposer, s stateReader) *Agent {
 }
 
 // oneNodeAgent runs the handlers against a one-node in-memory test cluster.
-func oneNodeAgent(t *testing.T) (*Agent, *cluster.Node) {
+func oneNodeAgent(t *testing.T) (*Agent, *raftnode.Node) {
 	t.Helper()
-	n := cluster.NewTestCluster(t, 1, nil).Leader()
+	n := raftnode.NewTestCluster(t, 1, nil).Leader()
 	return seamAgent(n.ID(), n, n.FSM()), n
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
@@ -82,7 +82,7 @@ func TestLateUnavailableLogIsRateLimited(t *testing.T) {
 // again comes back after its lease, and the log says so.
 func TestUnacknowledgedLeaseIsLogged(t *testing.T) {
 	out := &logBuffer{wrote: make(chan struct{}, 1)}
-	n := cluster.NewTestCluster(t, 1, nil).Leader()
+	n := raftnode.NewTestCluster(t, 1, nil).Leader()
 	a := newAgent(Config{NodeID: n.ID()}, slog.New(slog.NewTextHandler(out, nil)))
 	a.wire(n, n.FSM())
 	n.FSM().SetCommitHook(a.commitHook)

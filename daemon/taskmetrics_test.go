@@ -27,16 +27,16 @@ func startHTTPAgent(t *testing.T) (*Agent, string) {
 	t.Helper()
 	dir := t.TempDir()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	a, err := New(Config{NodeID: "tm1", DataDir: filepath.Join(dir, "tm1"), RaftAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	a, err := New(withRaft(Config{NodeID: "tm1", DataDir: filepath.Join(dir, "tm1"), RaftAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), Socket: filepath.Join(dir, "tm1.sock"),
-		HTTPAddr: httpAddr, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}, nil)
+		HTTPAddr: httpAddr, HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LogLevel: "error"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Shutdown() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := a.node.WaitForLeader(ctx); err != nil {
+	if _, err := raftNode(a).WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return a, "http://" + httpAddr + "/metrics"

@@ -15,10 +15,10 @@ import (
 )
 
 // Node-to-node security (docs/operations.md "Security"; DESIGN.md, "The
-// forwarding port serves only forwarding"; cluster/DESIGN.md, "Only members
+// forwarding port serves only forwarding"; cluster/raftnode/DESIGN.md, "Only members
 // talk to members").
 //
-// With --tls-ca/--tls-cert/--tls-key, raft (cluster/tls.go) and the
+// With --tls-ca/--tls-cert/--tls-key, raft (cluster/raftnode/tls.go) and the
 // forwarding port speak TLS 1.3 and require a certificate from the cluster
 // CA naming a member of the current raft configuration, on every
 // connection, both ways. The certificates are reloaded on SIGHUP

@@ -59,7 +59,7 @@ func startTLSAgents(t testing.TB, n int) ([]*Agent, string) {
 	var agents []*Agent
 	for _, c := range cfgs {
 		c.Peers = strings.Join(peers, ",")
-		a, err := New(c, NewLogger("error", ""))
+		a, err := New(withRaft(c), NewLogger("error", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func startTLSAgents(t testing.TB, n int) ([]*Agent, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, a := range agents {
-		if _, err := a.node.WaitForLeader(ctx); err != nil {
+		if _, err := raftNode(a).WaitForLeader(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -270,9 +270,9 @@ func TestAgentRefusesAnotherNodesCertificate(t *testing.T) {
 	dir := t.TempDir()
 	cert, key := pki.NodeFiles(certs, "n2")
 	ca, _ := pki.CAFiles(certs)
-	_, err := New(Config{NodeID: "n1", DataDir: dir, Socket: filepath.Join(dir, "s.sock"),
+	_, err := New(withRaft(Config{NodeID: "n1", DataDir: dir, Socket: filepath.Join(dir, "s.sock"),
 		RaftAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), ForwardAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		TLSCA: ca, TLSCert: cert, TLSKey: key}, NewLogger("error", ""))
+		TLSCA: ca, TLSCert: cert, TLSKey: key}), NewLogger("error", ""))
 	if err == nil || !strings.Contains(err.Error(), `is for node "n2"`) {
 		t.Fatalf("got %v", err)
 	}

@@ -12,7 +12,7 @@ import (
 // latency target are replicated in its record (QueueState.Auto), and so is
 // its effective cap, which stays in QueueState.Concurrency: dispatch reads
 // the cap exactly as it reads a fixed one (QueueState.Dispatching). The
-// leader's controller (cluster/autoconc.go) decides a new cap with
+// leader's controller (cluster/raftnode/autoconc.go) decides a new cap with
 // domain.NextCap and proposes it as a QueueCap; Apply only checks that the
 // cap it is told is within the bounds and that it answers the cap the
 // leader saw (From), so every replica agrees without replaying the rule.

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 )
 
-// The replicated digest check (the design is in cluster/DESIGN.md, "Digest
+// The replicated digest check (the design is in cluster/raftnode/DESIGN.md, "Digest
 // check"). The leader proposes a DigestMark; every node computes its state
 // digest as of the mark's index, outside Apply, from a view pinned right
 // after the mark was committed locally; the leader then proposes a

@@ -18,7 +18,7 @@ import (
 
 // The model's schedules and workflow definitions. Fire times are computed
 // as the leader computes them (cronexpr, from the schedule record the
-// leader reads; see cluster/schedules.go), and every fire is proposed a
+// leader reads; see cluster/raftnode/schedules.go), and every fire is proposed a
 // second time, as a new leader would re-propose it, which must be a lost
 // race. Runs a schedule or a definition starts join the task model.
 

@@ -14,7 +14,7 @@ import (
 // It is never the result of an entry: a node whose store fails must stop
 // rather than serve or apply on top of state it cannot trust (see
 // DESIGN.md, invariant "A local storage failure stops the node";
-// cluster/DESIGN.md, "Storage failures stop the node"; and
+// cluster/raftnode/DESIGN.md, "Storage failures stop the node"; and
 // docs/operations.md, "Storage failures").
 type StorageError struct {
 	Op  string

@@ -110,7 +110,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	// leader that lost office before it committed is not counted).
 	var changes uint64 // by whichever agent led (an election under load may move it)
 	for _, a := range ta.Agents {
-		changes += a.Node().AutoCapChanges()
+		changes += testagents.RaftNode(a).AutoCapChanges()
 	}
 	if changes < 2 {
 		t.Fatalf("the leaders changed the cap %d times, want a decrease and an increase at least", changes)
@@ -124,7 +124,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	}
 	var next int
 	deadline := time.Now().Add(10 * time.Second)
-	for next = leaderOrNone(ta); next < 0 || next == old || !ta.Agents[next].Node().LoopsRunning(); next = leaderOrNone(ta) {
+	for next = leaderOrNone(ta); next < 0 || next == old || !testagents.RaftNode(ta.Agents[next]).LoopsRunning(); next = leaderOrNone(ta) {
 		if time.Now().After(deadline) {
 			t.Fatal("no new leader after the transfer")
 		}
@@ -146,7 +146,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 	// At the floor the cap stays put while completions stay slow, so every
 	// agent can be compared with the leader.
 	waitCap(t, c, "aq", func(n int) bool { return n == 1 }, "the floor again under the new leader")
-	if n := ta.Agents[next].Node().AutoCapChanges(); n == 0 && leaderOrNone(ta) == next {
+	if n := testagents.RaftNode(ta.Agents[next]).AutoCapChanges(); n == 0 && leaderOrNone(ta) == next {
 		t.Fatal("the new leader changed no cap")
 	}
 	defer func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/daemon"
 )
 
@@ -176,6 +177,7 @@ func agentAction(cCtx *cli.Context) error {
 	hups := make(chan os.Signal, 1)
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
+	cfg.OpenNode = daemon.NodeOpener(raftnode.Open) // the raft node (cluster/raftnode)
 	a, err := daemon.New(cfg, log)
 	if err != nil && daemon.IsVersionRefusal(err) {
 		return &cliError{code: daemon.ExitVersion, msg: fmt.Sprintf("agent %s refuses to start: %v", cfg.NodeID, err),

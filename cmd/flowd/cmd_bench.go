@@ -48,7 +48,7 @@ With --spawn it starts its own three-agent cluster (flowd dev, no demo
 workers) in a temporary directory first.
 
 Numbers on a shared machine are noisy: compare runs on the same machine, as
-ratios (e.g. against the raw raft benchmark in cluster/bench_test.go).`,
+ratios (e.g. against the raw raft benchmark in cluster/raftnode/bench_test.go).`,
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "mode", Value: "queue", Usage: "workload: queue or burndown", EnvVars: []string{"FLOWD_BENCH_MODE"}},
 		&cli.IntFlag{Name: "jobs", Value: 10000, Usage: "queue: one-task runs to submit", EnvVars: []string{"FLOWD_BENCH_JOBS"}},

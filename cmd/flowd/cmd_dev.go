@@ -55,7 +55,7 @@ stop") and the command to restart it are printed.`,
 
 // devRaftMultiplier is flowd dev's --raft-multiplier: a laptop running
 // builds and a browser next to three agents stalls a process for longer
-// than a server does (see cluster/DESIGN.md, "Timing on a busy machine").
+// than a server does (see cluster/raftnode/DESIGN.md, "Timing on a busy machine").
 const devRaftMultiplier = 2
 
 type devNode struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/daemon"
 	"github.com/flowd/flowd/rpc"
 )
@@ -176,7 +177,7 @@ func raftRecoverAction(cCtx *cli.Context) error {
 		}
 		servers = ps
 	case f != "":
-		ps, err := cluster.ReadPeersFile(f)
+		ps, err := raftnode.ReadPeersFile(f)
 		if err != nil {
 			return usageErr(cCtx, "--peers-file: %v", err)
 		}
@@ -186,11 +187,11 @@ func raftRecoverAction(cCtx *cli.Context) error {
 		return failf("stop the agent (SIGTERM, or `systemctl stop flowd`), then run recover again",
 			"an agent answers on %s: recover works only on a stopped agent's data dir", cfg.Socket)
 	}
-	ccfg := cluster.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, StateCacheBytes: cfg.StateCacheBytes,
-		Logger: agentLogger(cCtx.App.ErrWriter, "warn", "text")}
+	ccfg := raftnode.Config{Config: cluster.Config{NodeID: cfg.NodeID, DataDir: cfg.DataDir, StateCacheBytes: cfg.StateCacheBytes,
+		Logger: agentLogger(cCtx.App.ErrWriter, "warn", "text")}}
 	w := cCtx.App.Writer
 	if cCtx.Bool("dry-run") {
-		info, err := cluster.Inspect(ccfg)
+		info, err := raftnode.Inspect(ccfg)
 		if err != nil {
 			return recoverErr(cfg, err)
 		}
@@ -209,7 +210,7 @@ func raftRecoverAction(cCtx *cli.Context) error {
 		return nil
 	}
 	start := time.Now()
-	res, err := cluster.Recover(ccfg, servers)
+	res, err := raftnode.Recover(ccfg, servers)
 	if err != nil {
 		return recoverErr(cfg, err)
 	}
@@ -224,7 +225,7 @@ func raftRecoverAction(cCtx *cli.Context) error {
 }
 
 func recoverErr(cfg daemon.Config, err error) error {
-	if errors.Is(err, cluster.ErrDataDirInUse) {
+	if errors.Is(err, raftnode.ErrDataDirInUse) {
 		return failf("stop the agent that uses it, then run recover again", "%s: %v", cfg.DataDir, err)
 	}
 	return failf("check --data-dir and --node-id: they must be the stopped agent's; see docs/operations.md, \"Outage recovery\"", "recover %s: %v", cfg.DataDir, err)
@@ -240,7 +241,7 @@ func agentAnswers(sock string) bool {
 	return true
 }
 
-func printDataDir(w io.Writer, cfg daemon.Config, d cluster.DataDirInfo) {
+func printDataDir(w io.Writer, cfg daemon.Config, d raftnode.DataDirInfo) {
 	tw := newTable(w)
 	row(tw, "NODE", "LAST INDEX", "LAST TERM", "APPLIED", "SNAPSHOT", "CONFIGURATION")
 	var conf []string

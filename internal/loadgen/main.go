@@ -1,5 +1,5 @@
 // Command loadgen reproduces a busy machine and measures how a three-agent
-// cluster's leadership behaves on it (cluster/DESIGN.md, "Timing on a busy
+// cluster's leadership behaves on it (cluster/raftnode/DESIGN.md, "Timing on a busy
 // machine"; docs/operations.md, "Raft timing").
 //
 //	go run ./internal/loadgen load -cpu 2 -io 3 -dir /var/tmp/lg

@@ -11,8 +11,8 @@ import (
 )
 
 // The agent binary the suite runs is cmd/flowd built from this tree with a
-// `go build -overlay` that adds test hooks to package cluster without
-// touching the source: after cluster.Config's defaults are taken, these
+// `go build -overlay` that adds test hooks to package raftnode (cluster/raftnode) without
+// touching the source: after raftnode.Config's defaults are taken, these
 // environment variables override them (unset: production behaviour).
 //
 //	FLOWD_CHAOS_CLOCK_OFFSET      duration added to the node's clock (the
@@ -26,7 +26,7 @@ import (
 // A Go binary is static (CGO_ENABLED=0), so libfaketime cannot offset its
 // clock, and time namespaces offset only the monotonic clocks; the overlay
 // is the least intrusive way to give one process a different wall clock.
-const hooksSrc = `package cluster
+const hooksSrc = `package raftnode
 
 import (
 	"os"
@@ -81,13 +81,13 @@ func buildAgent(root, dir, name, tags string) (string, error) {
 		}
 		root = src
 	}
-	node := filepath.Join(root, "cluster", "node.go")
+	node := filepath.Join(root, "cluster", "raftnode", "node.go")
 	src, err := os.ReadFile(node)
 	if err != nil {
 		return "", err
 	}
 	if strings.Count(string(src), hookAnchor) != 1 {
-		return "", errors.New("chaos: cluster/node.go no longer has exactly one " + hookAnchor + "; update internal/testing/chaos/build.go")
+		return "", errors.New("chaos: cluster/raftnode/node.go no longer has exactly one " + hookAnchor + "; update internal/testing/chaos/build.go")
 	}
 	patched := strings.Replace(string(src), hookAnchor, hookAnchor+"\n\tdefer chaosDefaults(c)", 1)
 	pNode, pHooks := filepath.Join(dir, "node.go"), filepath.Join(dir, "chaos_hooks.go")
@@ -98,7 +98,7 @@ func buildAgent(root, dir, name, tags string) (string, error) {
 		return "", err
 	}
 	ov, _ := json.Marshal(map[string]map[string]string{"Replace": {
-		node: pNode, filepath.Join(root, "cluster", "zz_chaos_hooks.go"): pHooks}})
+		node: pNode, filepath.Join(root, "cluster", "raftnode", "zz_chaos_hooks.go"): pHooks}})
 	ovPath := filepath.Join(dir, "overlay.json")
 	if err := os.WriteFile(ovPath, ov, 0o644); err != nil {
 		return "", err

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/daemon"
 	"github.com/flowd/flowd/internal/testing/testutil"
 )
@@ -27,6 +28,11 @@ type Cluster struct {
 	Eps    []string // unix://<socket> of each agent
 	Dir    string
 }
+
+// RaftNode is a's node as the raft implementation the agents here run
+// on, for what tests ask of it beyond daemon.Node (WaitForLeader,
+// LoopsRunning, AutoCapChanges).
+func RaftNode(a *daemon.Agent) *raftnode.Node { return a.Node().(*raftnode.Node) }
 
 // Start starts n agents (heartbeat and election timeouts 300 ms), stops
 // them when the test ends, and returns once each knows a leader.
@@ -58,6 +64,7 @@ func StartWith(t testing.TB, n int, log *slog.Logger, tweak func(*daemon.Config)
 		if tweak != nil {
 			tweak(&cfg)
 		}
+		cfg.OpenNode = daemon.NodeOpener(raftnode.Open)
 		a, err := daemon.New(cfg, log)
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +78,7 @@ func StartWith(t testing.TB, n int, log *slog.Logger, tweak func(*daemon.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for _, a := range c.Agents {
-		if _, err := a.Node().WaitForLeader(ctx); err != nil {
+		if _, err := RaftNode(a).WaitForLeader(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// Peer is one member of the initial configuration.
+type Peer struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+}
+
+// ParsePeers parses "n1=host:port,n2=host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q must look like id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("peer %s: address %q: %v", id, addr, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("peer id %s is listed twice", id)
+		}
+		seen[id] = true
+		out = append(out, Peer{ID: id, Address: addr})
+	}
+	return out, nil
+}
+
+// DefaultCommitTimeout is how long the leader's replication to a follower
+// idles before it sends an AppendEntries anyway (raft's CommitTimeout; the
+// wait is randomised between 1x and 2x). It costs an idle cluster one
+// round trip per follower per wait, and is how late a follower learns the
+// last commit once traffic stops; it never delays a commit on the leader
+// (new entries are sent at once). See DESIGN.md, "Idle cost".
+const DefaultCommitTimeout = 100 * time.Millisecond
+
+// Config configures a node: what the agent decides (identity, addresses,
+// peers, TLS, timing, sizes). Zero timings take production defaults. The
+// implementation's own test hooks are in raftnode.Config, which embeds this.
+type Config struct {
+	NodeID    string
+	DataDir   string
+	RaftBind  string // raft TCP listen address
+	Advertise string // address peers dial; defaults to RaftBind
+	Peers     []Peer // initial configuration (bootstrap); empty = just this node
+	Logger    *slog.Logger
+	// TLS, when set, runs raft over mutual TLS (raftnode/tls.go): peers must hold a
+	// certificate from the cluster CA naming a member of the current
+	// configuration. Nil: plaintext TCP (the daemon allows that only on
+	// loopback or with --insecure-plaintext).
+	TLS TLSProvider
+	// Meta is published in the replicated state (fsm.NodeInfo) whenever
+	// this node becomes leader: its forwarding and client addresses.
+	Meta map[string]string
+
+	// Raft's failure-detection timing (timing.go): zero timeouts are the
+	// base values times RaftMultiplier (0: DefaultRaftMultiplier), the
+	// leader lease the heartbeat timeout.
+	RaftMultiplier     float64
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// LogCacheBytes bounds the memory of the cache of recent raft log
+	// entries (0: DefaultLogCacheBytes).
+	LogCacheBytes int
+	// StateCacheBytes is the state store's block cache (0: the store's
+	// default, 32 MiB).
+	StateCacheBytes   int64
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// MinFreeBytes: below this much free space on the data dir's file
+	// system the node stops cleanly (raftnode/storage.go). 0: DefaultMinFreeBytes;
+	// negative: never.
+	MinFreeBytes int64
+	// DigestInterval is how often the leader proposes a digest check
+	// (raftnode/digestcheck.go) while entries are being applied. 0:
+	// DefaultDigestInterval; negative: never.
+	DigestInterval time.Duration
+
+	// AutoPeriod and AutoWindow are the adaptive concurrency controller's
+	// period and latency window (raftnode/autoconc.go; 0: 1 s and 10 s).
+	AutoPeriod, AutoWindow time.Duration
+}
+
+// DefaultLogCacheBytes bounds the raft log cache's memory (Config).
+const DefaultLogCacheBytes = 64 << 20
+
+// DefaultMinFreeBytes is the free space below which the node stops (see
+// Config.MinFreeBytes): badger maps its memtables (64 MiB each, two) into
+// memory, and a page of them that the file system cannot back once the disk
+// is full is a SIGBUS crash, not an error. Stopping before that is a clean,
+// logged stop.
+const DefaultMinFreeBytes = 128 << 20
+
+// DefaultDigestInterval is how often a busy cluster checks its digests.
+const DefaultDigestInterval = time.Minute
