@@ -19,6 +19,12 @@ const NotifyEventsLost = "events.lost"
 
 const streamBatch = 500
 
+// eventReader is the event window the streams and events.list read.
+type eventReader interface {
+	Events(from uint64, runID string, limit int) ([]fsm.Event, uint64, error)
+	LatestEvents(runID string, limit int) ([]fsm.Event, error)
+}
+
 func (a *Agent) eventsSubscribe(ctx context.Context, p rpc.SubscribeParams) (rpc.SubscribeResult, error) {
 	runID := ""
 	if p.RunID != "" {

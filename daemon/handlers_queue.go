@@ -11,6 +11,14 @@ import (
 
 // Queue, settings and worker methods.
 
+// queueReader is what the queue and settings handlers read (the adaptive
+// concurrency and rate-limit reports too).
+type queueReader interface {
+	Queues() ([]fsm.QueueInfo, error)
+	Breakers() ([]fsm.Breaker, error)
+	Settings() (fsm.Settings, error)
+}
+
 func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error) {
 	qs, err := a.state.Queues()
 	if err != nil {

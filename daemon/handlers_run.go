@@ -15,6 +15,16 @@ import (
 
 // Run methods.
 
+// runReader is what the run handlers read of the replicated state.
+type runReader interface {
+	ResolveRunID(short string) (string, error)
+	GetRun(id string) (*fsm.Run, []*fsm.Task, error)
+	GetRunOnly(id string) (*fsm.Run, error)
+	GetSpec(id string) (*domain.Spec, error)
+	ListRunsWhere(state domain.RunState, q fsm.RunFilter, limit int, cursor string) ([]*fsm.Run, string, error)
+	CountRuns() (map[domain.RunState]int, error)
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{domain.ErrInvalidArgument}, args...)...)
 }

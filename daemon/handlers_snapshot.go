@@ -19,6 +19,11 @@ import (
 	"github.com/flowd/flowd/rpc"
 )
 
+// snapshotReader takes a consistent view of the state for snapshot.save.
+type snapshotReader interface {
+	Snapshot() (*fsm.Snapshot, error)
+}
+
 // Snapshots stream over the connection or stay inside a configured
 // directory.
 //

@@ -13,6 +13,16 @@ import (
 
 // Task methods.
 
+// claimReader is what the dispatch path reads: whether a waiter has ready
+// work, the leases a re-sent claim already holds, a task, and the leases by
+// worker (idle_types.go).
+type claimReader interface {
+	HasReady(w fsm.Waiter, now int64) bool
+	ClaimedBy(worker, req string) ([]fsm.Claimed, error)
+	GetTask(id string) (*fsm.Task, error)
+	LeaseOwners() map[string]int
+}
+
 func (a *Agent) taskGet(_ context.Context, p rpc.TaskIDParams) (rpc.Task, error) {
 	run, key, ok := fsm.SplitTaskID(p.ID)
 	if !ok {

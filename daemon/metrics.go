@@ -14,8 +14,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
+
+// statsReader is what /metrics, cluster.stats and the upgrade code read of
+// the replicated state.
+type statsReader interface {
+	CountRuns() (map[domain.RunState]int, error)
+	Queues() ([]fsm.QueueInfo, error)
+	Counters() (fsm.Counters, error)
+	Digest() (string, uint64, error)
+	// ActiveVersion is the cluster's state-machine version as applied here.
+	ActiveVersion() fsm.Version
+}
 
 // metrics are the agent's Prometheus metrics: flowd's own (requests, tasks,
 // runs, queues, raft state) on a private registry, plus raft's internal

@@ -151,11 +151,16 @@ type nodeMetrics interface {
 }
 
 // The replicated state as this node has applied it (see fsm.FSM for each
-// method's contract), split by consumer. Every method is safe for
-// concurrent use with Apply.
+// method's contract) is read through interfaces declared beside their
+// consumers: runReader (handlers_run.go), eventReader (handlers_events.go),
+// claimReader (handlers_task.go), queueReader (handlers_queue.go),
+// statsReader (metrics.go: metrics, cluster.stats, upgrades) and
+// snapshotReader (handlers_snapshot.go); what they all share is
+// appliedView. Every method is safe for concurrent use with Apply.
 
-// appliedView is where this node's state is: what the leader proxy's read
-// fence, the long polls and the event streams wait on.
+// appliedView is where this node's state is, its clock and its limits:
+// what the read fence, the long polls and the event streams wait on, and
+// what every handler checks against.
 type appliedView interface {
 	// AppliedIndex is the last index applied to this node's state.
 	AppliedIndex() uint64
@@ -164,51 +169,23 @@ type appliedView interface {
 	Changed() <-chan struct{}
 	// Now is the FSM clock: the largest leader stamp applied (ms).
 	Now() int64
-}
-
-// runReader is what the run and event handlers read (handlers_run.go,
-// handlers_events.go).
-type runReader interface {
+	// Limits are the replicated limits (spec sizes, fan-out, ...).
 	Limits() domain.Limits
-	ResolveRunID(short string) (string, error)
-	GetRun(id string) (*fsm.Run, []*fsm.Task, error)
-	GetRunOnly(id string) (*fsm.Run, error)
-	GetSpec(id string) (*domain.Spec, error)
-	ListRunsWhere(state domain.RunState, q fsm.RunFilter, limit int, cursor string) ([]*fsm.Run, string, error)
-	CountRuns() (map[domain.RunState]int, error)
-	Events(from uint64, runID string, limit int) ([]fsm.Event, uint64, error)
-	LatestEvents(runID string, limit int) ([]fsm.Event, error)
 }
 
-// claimReader is what the dispatch path reads: the claim handler's wait
-// for ready work, a re-sent claim's leases, a task, and the leases by
-// worker (handlers_task.go, idle_types.go).
-type claimReader interface {
-	HasReady(w fsm.Waiter, now int64) bool
-	ClaimedBy(worker, req string) ([]fsm.Claimed, error)
-	GetTask(id string) (*fsm.Task, error)
-	LeaseOwners() map[string]int
-}
-
-// statsReader is what metrics, health, cluster.stats, the queue handlers,
-// snapshot.save and the upgrade code read.
-type statsReader interface {
-	Queues() ([]fsm.QueueInfo, error)
-	Breakers() ([]fsm.Breaker, error)
-	Settings() (fsm.Settings, error)
-	Counters() (fsm.Counters, error)
-	Digest() (string, uint64, error)
-	Snapshot() (*fsm.Snapshot, error)
-	// ActiveVersion is the cluster's state-machine version as applied here.
-	ActiveVersion() fsm.Version
-}
-
-// stateReader is all of the above: what an agent is wired with.
+// stateReader is the readers together: what an agent is wired with (one
+// state), and what a fake embeds for the methods it does not answer. The
+// reads not every fake needs (ACL tokens, definitions, schedules, task
+// logs) are asserted where they are used (aclReader, definitionReader,
+// scheduleReader, logReader).
 type stateReader interface {
 	appliedView
 	runReader
+	eventReader
 	claimReader
+	queueReader
 	statsReader
+	snapshotReader
 }
 
 var (
