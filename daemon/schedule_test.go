@@ -87,20 +87,19 @@ func TestScheduleMethodsThroughAFollower(t *testing.T) {
 }
 
 // An interval schedule fires on its own, from the leader's loop, each fire
-// time once.
+// time once (the handlers over a one-node cluster: no socket is under test).
 func TestIntervalScheduleFires(t *testing.T) {
-	agents := startAgents(t, 1)
-	c := client(t, agents[0])
+	a, _ := oneNodeAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := schedrpc.Create(ctx, c, schedrpc.CreateParams{ID: "tick", IntervalMS: 1000, Overlap: "allow",
+	if _, err := a.scheduleCreate(ctx, schedrpc.CreateParams{ID: "tick", IntervalMS: 1000, Overlap: "allow",
 		Workflow: json.RawMessage(`{"name":"tick","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
-	var s *schedrpc.Schedule
+	var s schedrpc.Schedule
 	for {
 		var err error
-		if s, err = schedrpc.Get(ctx, c, "tick", 1); err != nil {
+		if s, err = a.scheduleGet(ctx, schedrpc.IDParams{ID: "tick", Next: 1}); err != nil {
 			t.Fatal(err)
 		}
 		if s.Fires >= 2 {
@@ -115,12 +114,12 @@ func TestIntervalScheduleFires(t *testing.T) {
 	if s.Started != s.Fires || s.Missed != 0 || s.LastFireAt.UnixMilli()%1000 != 0 {
 		t.Fatalf("after fires: %+v", s)
 	}
-	runs, err := c.ListRuns(ctx, rpc.ListParams{Labels: map[string]string{domain.ScheduleLabel: "tick"}})
+	runs, err := a.runList(ctx, rpc.ListParams{Labels: map[string]string{domain.ScheduleLabel: "tick"}})
 	if err != nil || uint64(len(runs.Runs)) < s.Started {
 		t.Fatalf("runs: %d for %d started (%v)", len(runs.Runs), s.Started, err)
 	}
 	// The counters are exported as metrics.
-	mfs, err := agents[0].metrics.reg.Gather()
+	mfs, err := a.metrics.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

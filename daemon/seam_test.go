@@ -37,11 +37,15 @@ func seamAgent(nodeID string, p proposer, s stateReader) *Agent {
 	return a
 }
 
-// oneNodeAgent runs the handlers against a one-node in-memory test cluster.
+// oneNodeAgent runs the handlers against a one-node in-memory test cluster
+// (the node is the agent's Node too, so /metrics' collectors and the
+// operator methods answer).
 func oneNodeAgent(t *testing.T) (*Agent, *raftnode.Node) {
 	t.Helper()
 	n := raftnode.NewTestCluster(t, 1, nil).Leader()
-	return seamAgent(n.ID(), n, n.FSM()), n
+	a := seamAgent(n.ID(), n, n.FSM())
+	a.node = n
+	return a, n
 }
 
 // The handlers, called directly, over a one-node cluster: submit, claim
