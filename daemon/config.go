@@ -182,6 +182,9 @@ func (c Config) Merge(over Config) Config {
 			*dst = v
 		}
 	}
+	if over.OpenNode != nil {
+		c.OpenNode = over.OpenNode
+	}
 	set(&c.NodeID, over.NodeID)
 	set(&c.DataDir, over.DataDir)
 	set(&c.RaftAddr, over.RaftAddr)
