@@ -17,13 +17,13 @@ import (
 	"github.com/flowd/flowd/cluster"
 )
 
-// Config configures one agent. Every field has a flag and a FLOWD_* env var
-// (see cmd/flowd) and a key of the same name in the config file.
+// Config configures one agent. Every field but OpenNode has a flag and a
+// FLOWD_* env var (see cmd/flowd) and a key of the same name in the config
+// file.
 type Config struct {
 	// OpenNode opens the cluster node (raft, badger) once the listeners
-	// are bound; the one field that is no setting (no flag, no key): the
-	// caller's choice of implementation, usually
-	// daemon.NodeOpener(raftnode.Open).
+	// are bound: no setting but the caller's choice of implementation,
+	// daemon.NodeOpener(raftnode.Open) in cmd/flowd and the tests.
 	OpenNode OpenNodeFunc `json:"-"`
 
 	NodeID        string `json:"node_id"`
