@@ -41,7 +41,8 @@ func (e *NotLeaderError) Is(target error) bool {
 // RetryAfter suggests when to retry.
 func (e *NotLeaderError) RetryAfter() time.Duration { return 250 * time.Millisecond }
 
-// ErrStorageFailed matches every error reported by Failure.
+// ErrStorageFailed matches every error a node reports by its Failure
+// method (raftnode/storage.go).
 var ErrStorageFailed = errors.New("local storage failed")
 
 // StorageFailure is why a node stopped trusting its storage.

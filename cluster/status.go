@@ -30,8 +30,8 @@ type PeerStatus struct {
 // group size, Linger/Entries the wait for a fuller group, and
 // Propose/Entries the round trip of a group entry (raft commit on a
 // majority and the FSM apply here): the two parts of a closed-loop
-// client's cycle that the agent controls (cluster/raftnode/DESIGN.md, "A busy group
-// lingers").
+// client's cycle that the agent controls (cluster/raftnode/DESIGN.md, "A
+// busy group lingers").
 type GroupCommitStats struct {
 	// Entries is the entries proposed, Commands the callers' commands in
 	// them (a claim riding along for waiting workers is not counted).
@@ -44,10 +44,11 @@ type GroupCommitStats struct {
 	Linger, Propose time.Duration
 }
 
-// TLSProvider is what the stream layer needs from the node's certificate
-// store (internal/pki.Store satisfies it): configurations whose peer
-// verification ends in check(peerNodeID). They must read the current
-// certificates on every handshake, so a reload reaches new connections.
+// TLSProvider is what raft's TLS stream layer (raftnode/tls.go) needs from
+// the node's certificate store (internal/pki.Store satisfies it):
+// configurations whose peer verification ends in check(peerNodeID). They
+// must read the current certificates on every handshake, so a reload
+// reaches new connections.
 type TLSProvider interface {
 	ServerConfig(check func(id string) error) *tls.Config
 	ClientConfig(check func(id string) error) *tls.Config
