@@ -6,10 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
-
-	"github.com/flowd/flowd/cluster"
 )
 
 // Group commit. Concurrent commands (submits, the dispatcher's claims,

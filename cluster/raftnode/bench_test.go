@@ -16,9 +16,8 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // Benchmarks of the replicated path, three nodes on loopback TCP with bolt

@@ -6,9 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // The replicated digest check (DESIGN.md, "Digest check").

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // waitFor polls cond (state of in-process nodes) until it holds or 10 s.

@@ -9,9 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/flowd/flowd/fsm/domain"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm/domain"
 )
 
 // Status reports raft state, indexes and the configuration.

@@ -19,10 +19,9 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
-
-	"github.com/flowd/flowd/cluster"
 )
 
 // Config configures a Node: the agent's settings (cluster.Config) and the

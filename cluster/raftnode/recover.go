@@ -14,9 +14,8 @@ import (
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // Outage recovery (DESIGN.md, "Quorum-loss recovery"): when a majority of

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // A survivor of a lost majority is recovered offline, with its state intact

@@ -11,9 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // Storage you can trust (DESIGN.md, "Storage failures stop the node"). A node whose

@@ -9,9 +9,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/flowd/flowd/fsm"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/fsm"
 )
 
 // TestCluster is an in-process cluster for tests: real raft, real badger and

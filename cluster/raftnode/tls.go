@@ -13,9 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/flowd/flowd/internal/pki"
-
 	"github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/internal/pki"
 )
 
 // Raft over mutual TLS.

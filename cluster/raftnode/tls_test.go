@@ -14,11 +14,10 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/internal/pki"
 	"github.com/flowd/flowd/internal/testing/testutil"
-
-	"github.com/flowd/flowd/cluster"
 )
 
 // tlsCluster is three real nodes on loopback TCP with mutual TLS.
