@@ -23,7 +23,7 @@ type IndexedStore struct {
 	mu    sync.Mutex
 	mem   *store.Tree
 	// snap is a read-only clone of mem shared by every view taken since
-	// the last commit (btree.Clone itself is not safe for concurrent use).
+	// the last commit (Tree.Clone itself is not safe for concurrent use).
 	snap *store.Tree
 	// recent holds the run and task records the last commits wrote, for the
 	// applier only (see ApplyView).
