@@ -23,44 +23,49 @@ func itemLess(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
 // store (an index mirror). Put keeps the key and value it is given. A Tree
 // is not safe for concurrent use; Clone gives a copy-on-write snapshot that
 // readers may share while the original goes on changing.
-type Tree struct{ t *btree.BTreeG[item] }
+//
+// A *Tree is the B-tree itself (a defined type, not a wrapper), so a clone
+// or a view of one allocates nothing beyond the B-tree's own.
+type Tree btree.BTreeG[item]
+
+func (t *Tree) bt() *btree.BTreeG[item] { return (*btree.BTreeG[item])(t) }
 
 // NewTree returns an empty tree.
-func NewTree() *Tree { return &Tree{btree.NewG(8, itemLess)} }
+func NewTree() *Tree { return (*Tree)(btree.NewG(8, itemLess)) }
 
 // Put sets key to val (nil: empty), keeping both: the caller hands them over.
 func (t *Tree) Put(key, val []byte) {
 	if val == nil {
 		val = []byte{}
 	}
-	t.t.ReplaceOrInsert(item{key: key, val: val})
+	t.bt().ReplaceOrInsert(item{key: key, val: val})
 }
 
 // Delete removes key.
-func (t *Tree) Delete(key []byte) { t.t.Delete(item{key: key}) }
+func (t *Tree) Delete(key []byte) { t.bt().Delete(item{key: key}) }
 
 // Len is the number of keys.
-func (t *Tree) Len() int { return t.t.Len() }
+func (t *Tree) Len() int { return t.bt().Len() }
 
 // Clone returns a copy-on-write snapshot of t. Clone must not run
 // concurrently with anything else on t; the snapshot may then be read
 // while t changes.
-func (t *Tree) Clone() *Tree { return &Tree{t.t.Clone()} }
+func (t *Tree) Clone() *Tree { return (*Tree)(t.bt().Clone()) }
 
 // Get implements Reader.
 func (t *Tree) Get(key []byte) ([]byte, bool, error) {
-	it, ok := t.t.Get(item{key: key})
+	it, ok := t.bt().Get(item{key: key})
 	return it.val, ok, nil
 }
 
 // Scan implements Reader.
 func (t *Tree) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
-	walk(t.t, prefix, start, reverse, func(it item) bool { return fn(it.key, it.val) })
+	walk(t.bt(), prefix, start, reverse, func(it item) bool { return fn(it.key, it.val) })
 	return nil
 }
 
 // MayHavePrefix implements PrefixProber; the answer is exact.
-func (t *Tree) MayHavePrefix(prefix []byte) bool { return firstWithPrefix(t.t, prefix) }
+func (t *Tree) MayHavePrefix(prefix []byte) bool { return firstWithPrefix(t.bt(), prefix) }
 
 // walk visits t's items in a scan's range and order until fn returns false.
 func walk(t *btree.BTreeG[item], prefix, start []byte, reverse bool, fn func(item) bool) {
