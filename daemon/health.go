@@ -12,6 +12,7 @@ import (
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -80,7 +81,7 @@ func IsVersionRefusal(err error) bool {
 // IsStorageFailure reports whether err (from New or Run) is a local
 // storage failure: the agent should exit with ExitStorage.
 func IsStorageFailure(err error) bool {
-	var se *fsm.StorageError
+	var se *store.StorageError
 	return errors.Is(err, cluster.ErrStorageFailed) || errors.As(err, &se)
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Queues, circuit breakers, settings, retention and grouped commands.
@@ -304,8 +305,8 @@ func sharable(cmd Command) bool {
 }
 
 func (a *applier) applyMulti(c *Multi) any {
-	tx, ok := a.tx.(*overlay)
-	if !ok || !tx.journaling {
+	tx, ok := a.tx.(*store.Overlay)
+	if !ok || !tx.Journaling() {
 		return fmt.Errorf("%w: multi needs a journaled transaction", ErrBadCommand)
 	}
 	out := &MultiResult{Results: make([]any, len(c.Cmds))}
@@ -333,11 +334,11 @@ func (a *applier) applyMulti(c *Multi) any {
 		// Anything else may fail after changing records: write the caches
 		// out, mark the journal, and undo back to the mark on failure.
 		a.flush()
-		sp, nev, seq, evSeq := tx.mark(), len(a.events), a.seq, a.evSeq
+		sp, nev, seq, evSeq := tx.Mark(), len(a.events), a.seq, a.evSeq
 		res := a.safeDispatch(cmd)
 		out.Results[i] = res
 		if _, isErr := res.(error); isErr {
-			tx.rollbackTo(sp)
+			tx.RollbackTo(sp)
 			a.discard()
 			a.events, a.seq, a.evSeq = a.events[:nev], seq, evSeq
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Task commands: claim, heartbeat, complete, fail, reap, tick.
@@ -58,7 +59,7 @@ func ValidClaimIDs(worker, req string) bool {
 // req), as that claim answered them (same tokens), in task id order.
 func (a *applier) claimedBy(worker, req string) []Claimed {
 	prefix := claimReqPrefix(worker, req)
-	if p, ok := a.tx.(prefixProber); ok && !p.mayHavePrefix(prefix) {
+	if p, ok := a.tx.(store.PrefixProber); ok && !p.MayHavePrefix(prefix) {
 		return nil // the usual case: a fresh request holds no leases
 	}
 	var ids []string

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/btree"
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // BenchmarkFSMClaimComplete measures the state machine alone, per task: one
@@ -25,18 +25,18 @@ import (
 func BenchmarkFSMClaimComplete(b *testing.B) {
 	for _, backend := range []string{"badger", "mem"} {
 		b.Run(backend, func(b *testing.B) {
-			var store Store = NewMemStore()
+			var st store.Store = store.NewMemStore()
 			if backend == "badger" {
-				bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
+				bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer bs.Close()
-				if store, err = NewIndexedStore(bs); err != nil {
+				if st, err = NewIndexedStore(bs); err != nil {
 					b.Fatal(err)
 				}
 			}
-			f, _ := New(store, Options{})
+			f, _ := New(st, Options{})
 			h := &harness{t: b, f: f, now: 1_700_000_000_000}
 			spec, _ := domain.ParseSpec([]byte(`{"tasks":[{"key":"t","type":"bench","input":{"n":1}}]}`), domain.DefaultLimits)
 			for i := 0; i < b.N; i++ {
@@ -58,13 +58,13 @@ func BenchmarkFSMClaimComplete(b *testing.B) {
 // BenchmarkFSMClaimCompleteBatched applies 64 claims or completes per
 // ApplyBatch, the shape raft's batching produces under load.
 func BenchmarkFSMClaimCompleteBatched(b *testing.B) {
-	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
+	bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer bs.Close()
-	store, _ := NewIndexedStore(bs)
-	f, _ := New(store, Options{})
+	st, _ := NewIndexedStore(bs)
+	f, _ := New(st, Options{})
 	spec, _ := domain.ParseSpec([]byte(`{"tasks":[{"key":"t","type":"bench"}]}`), domain.DefaultLimits)
 	idx := uint64(0)
 	batch := func(cmds []Command) []any {
@@ -106,14 +106,14 @@ func BenchmarkFSMClaimCompleteBatched(b *testing.B) {
 
 // countingStore counts the writes committed through it, by key prefix.
 type countingStore struct {
-	Store
+	store.Store
 	writes map[string]int
 	bytes  map[string]int
 	total  int
 	size   int // key and value bytes
 }
 
-func (c *countingStore) Commit(batches [][]Write) error {
+func (c *countingStore) Commit(batches [][]store.Write) error {
 	for _, b := range batches {
 		for _, w := range b {
 			p := string(w.Key)
@@ -155,13 +155,13 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 // completions, over badger with the index mirror. Reports the writes that
 // reach badger per job next to time and allocations per job.
 func benchQueueJob(b *testing.B, group, window int) {
-	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
+	bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer bs.Close()
-	store := &countingStore{Store: bs, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
-	f, _ := indexedFSM(b, store)
+	counted := &countingStore{Store: bs, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
+	f, _ := indexedFSM(b, counted)
 	var index uint64
 	apply := func(c Command) any {
 		c.Stamp(1_700_000_000_000)
@@ -211,12 +211,12 @@ func benchQueueJob(b *testing.B, group, window int) {
 		apply(comps)
 		jobs += group
 	}
-	b.ReportMetric(float64(store.total)/float64(jobs), "writes/job")
-	b.ReportMetric(float64(store.size)/float64(jobs), "bytes/job")
+	b.ReportMetric(float64(counted.total)/float64(jobs), "writes/job")
+	b.ReportMetric(float64(counted.size)/float64(jobs), "bytes/job")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
 	if testing.Verbose() {
-		for p, n := range store.writes {
-			b.Logf("%-8s %.2f writes/job %6.0f bytes/job", p, float64(n)/float64(jobs), float64(store.bytes[p])/float64(jobs))
+		for p, n := range counted.writes {
+			b.Logf("%-8s %.2f writes/job %6.0f bytes/job", p, float64(n)/float64(jobs), float64(counted.bytes[p])/float64(jobs))
 		}
 	}
 }
@@ -256,14 +256,14 @@ func BenchmarkReopenRetained(b *testing.B) {
 		return l
 	}
 	dir := b.TempDir()
-	bs, err := OpenBadger(dir, BadgerOptions{})
+	bs, err := OpenBadger(dir, store.BadgerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	input := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
-	var batch []Write
+	var batch []store.Write
 	flush := func() {
-		if err := bs.Commit([][]Write{batch}); err != nil {
+		if err := bs.Commit([][]store.Write{batch}); err != nil {
 			b.Fatal(err)
 		}
 		batch = batch[:0]
@@ -275,7 +275,7 @@ func BenchmarkReopenRetained(b *testing.B) {
 			Attempts: []Attempt{{N: 1, Worker: "w1", Token: uint64(i), ClaimedAt: 1, EndedAt: 2, Outcome: OutcomeSucceeded}}}
 		tv, _ := marshal(tk)
 		rv, _ := marshal(&Run{ID: id, Workflow: "q", State: "succeeded", CreatedAt: 1, FinishedAt: 2, Labels: labels(i)})
-		batch = append(batch, Write{Key: taskKey(id, "job"), Val: tv}, Write{Key: runKey(id), Val: rv})
+		batch = append(batch, store.Write{Key: taskKey(id, "job"), Val: tv}, store.Write{Key: runKey(id), Val: rv})
 		if len(batch) >= 4000 {
 			flush()
 		}
@@ -289,7 +289,7 @@ func BenchmarkReopenRetained(b *testing.B) {
 	var heapMB, rssMB float64
 	for range b.N {
 		start := time.Now()
-		bs, err := OpenBadger(dir, BadgerOptions{})
+		bs, err := OpenBadger(dir, store.BadgerOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -333,14 +333,14 @@ func BenchmarkRunListLabels(b *testing.B) {
 	if v := os.Getenv("FLOWD_BENCH_RUNS"); v != "" {
 		fmt.Sscan(v, &n)
 	}
-	bs, err := OpenBadger(b.TempDir(), BadgerOptions{})
+	bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer bs.Close()
-	var batch []Write
+	var batch []store.Write
 	flush := func() {
-		if err := bs.Commit([][]Write{batch}); err != nil {
+		if err := bs.Commit([][]store.Write{batch}); err != nil {
 			b.Fatal(err)
 		}
 		batch = batch[:0]
@@ -357,7 +357,7 @@ func BenchmarkRunListLabels(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		batch = append(batch, Write{Key: runKey(id), Val: rv})
+		batch = append(batch, store.Write{Key: runKey(id), Val: rv})
 		if len(batch) >= 4000 {
 			flush()
 		}
@@ -433,8 +433,8 @@ func BenchmarkLabelIndexBytes(b *testing.B) {
 	if v := os.Getenv("FLOWD_BENCH_RUNS"); v != "" {
 		fmt.Sscan(v, &n)
 	}
-	store := NewMemStore()
-	var batch []Write
+	ms := store.NewMemStore()
+	var batch []store.Write
 	envs, teams := []string{"prod", "staging", "dev"}, []string{"data", "web", "ops", "ml"}
 	for i := range n {
 		id := fmt.Sprintf("0193%08x-0000-7000-8000-%012x", i, i)
@@ -443,9 +443,9 @@ func BenchmarkLabelIndexBytes(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		batch = append(batch, Write{Key: runKey(id), Val: rv})
+		batch = append(batch, store.Write{Key: runKey(id), Val: rv})
 	}
-	if err := store.Commit([][]Write{batch}); err != nil {
+	if err := ms.Commit([][]store.Write{batch}); err != nil {
 		b.Fatal(err)
 	}
 	batch = nil
@@ -458,13 +458,13 @@ func BenchmarkLabelIndexBytes(b *testing.B) {
 	}
 	var perLabel float64
 	for range b.N {
-		r, release, _ := store.View()
+		r, release, _ := ms.View()
 		before := heap()
-		mem := btree.NewG(8, itemLess)
+		mem := store.NewTree()
 		labels := 0
 		if err := deriveIndexes(r, func(k []byte) {
 			if isQueryOnly(k) {
-				mem.ReplaceOrInsert(item{key: k, val: []byte{}})
+				mem.Put(k, []byte{})
 				labels++
 			}
 		}); err != nil {

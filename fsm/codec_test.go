@@ -15,6 +15,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 var updateRecords = flag.Bool("update-records", false, "write testdata/records/*.msgpack for record fields that have no stored encoding yet")
@@ -201,8 +202,8 @@ func TestJSONRecordsStillLoad(t *testing.T) {
 	r, ts := h.run("r")
 	rj, _ := gojson.Marshal(r)
 	tj, _ := gojson.Marshal(ts["a"])
-	ctx := h.f.store.(*MemStore)
-	if err := ctx.Commit([][]Write{{{Key: runKey("r"), Val: rj}, {Key: taskKey("r", "a"), Val: tj}}}); err != nil {
+	ctx := h.f.store.(*store.MemStore)
+	if err := ctx.Commit([][]store.Write{{{Key: runKey("r"), Val: rj}, {Key: taskKey("r", "a"), Val: tj}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Loaded and left unchanged (a heartbeat with a stale token), the JSON

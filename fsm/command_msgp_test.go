@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Generators for the binary commands: every field, with nil, empty and
@@ -262,8 +263,8 @@ func TestSpecRecordReadsBothEncodings(t *testing.T) {
 	bin, _ := (*specMsg)(&spec).MarshalMsg(nil)
 	js, _ := gojson.Marshal(spec)
 	for name, v := range map[string][]byte{"tuple": bin, "json": js} {
-		m := NewMemStore()
-		if err := m.Commit([][]Write{{{Key: specKey("r1"), Val: v}}}); err != nil {
+		m := store.NewMemStore()
+		if err := m.Commit([][]store.Write{{{Key: specKey("r1"), Val: v}}}); err != nil {
 			t.Fatal(err)
 		}
 		r, release, err := m.View()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // derivedScenario leaves every derived index populated: runs waiting for
@@ -48,14 +49,14 @@ func TestDerivedIndexesAreRebuiltNotStored(t *testing.T) {
 	derivedScenario(plain)
 	want := indexDigest(t, plain.f)
 
-	inner := NewMemStore()
+	inner := store.NewMemStore()
 	f, _ := indexedFSM(t, inner)
 	h := &harness{t: t, f: f, now: plain.now}
 	derivedScenario(h)
 	if got := indexDigest(t, f); got != want {
 		t.Fatalf("digest over the indexed store %s, want %s", got, want)
 	}
-	storedDerived := func(s Store) int {
+	storedDerived := func(s store.Store) int {
 		r, release, err := s.View()
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +125,7 @@ func TestDerivedIndexesAreRebuiltNotStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Release()
-	idx4, _ := NewIndexedStore(NewMemStore())
+	idx4, _ := NewIndexedStore(store.NewMemStore())
 	f4, _ := New(idx4, Options{})
 	if err := f4.Restore(&buf); err != nil {
 		t.Fatal(err)

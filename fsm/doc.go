@@ -6,7 +6,9 @@
 // (apply_*.go), the state-machine versions that gate rule changes
 // (apply_version.go), the key schema and indexes (keys.go, dispatch.go),
 // events, snapshots, the state digest and every read (query.go). Pure rules
-// (state tables, derivation, spec validation, backoff) live in fsm/domain.
+// (state tables, derivation, spec validation, backoff) live in fsm/domain;
+// the byte engine it writes through (the write buffer, badger, the
+// in-memory store) in fsm/store.
 //
 // Apply is deterministic (no clock, randomness or map order), never panics
 // (a bad entry is an error result on every replica, changing nothing), and

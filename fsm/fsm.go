@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Sentinel errors of the state machine, aliased from domain where they
@@ -48,7 +49,7 @@ type Entry struct {
 // see the state as of the last committed batch. Subscribers are woken after
 // each commit.
 type FSM struct {
-	store  Store
+	store  store.Store
 	limits domain.Limits
 	log    *slog.Logger
 
@@ -87,14 +88,14 @@ type Options struct {
 }
 
 // New returns an FSM over store, resuming from the applied index stored in it.
-func New(store Store, o Options) (*FSM, error) {
+func New(s store.Store, o Options) (*FSM, error) {
 	if o.Limits.MaxTasks == 0 {
 		o.Limits = domain.DefaultLimits
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &FSM{store: store, limits: o.Limits, log: o.Logger, changed: make(chan struct{}), schedChanged: make(chan struct{})}
+	f := &FSM{store: s, limits: o.Limits, log: o.Logger, changed: make(chan struct{}), schedChanged: make(chan struct{})}
 	f.OnFatal = func(err error) { panic(fmt.Sprintf("flowd: local state store failed, stopping: %v", err)) }
 	idx, err := f.readApplied()
 	if err != nil {
@@ -132,7 +133,7 @@ func (f *FSM) loadNow() error {
 }
 
 // Store returns the underlying store.
-func (f *FSM) Store() Store { return f.store }
+func (f *FSM) Store() store.Store { return f.store }
 
 // Limits returns the limits Apply enforces.
 func (f *FSM) Limits() domain.Limits { return f.limits }
@@ -201,12 +202,12 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	}
 	defer f.scratch.Store(sc)
 	batch := sc.overlay(base)
-	var closed []*overlay
+	var closed []*store.Overlay
 	var events []Event
 	applied := f.applied.Load()
 	last := applied
 	maxBytes, maxWrites := math.MaxInt, math.MaxInt
-	if tl, ok := f.store.(txnLimiter); ok {
+	if tl, ok := f.store.(store.TxnLimiter); ok {
 		if b, w := tl.TxnLimits(); b > 0 && w > 0 {
 			maxBytes, maxWrites = b, w
 		}
@@ -218,37 +219,37 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			results[i] = nil
 			continue
 		}
-		batch.begin()
+		batch.Begin()
 		a := &applier{tx: batch, index: e.Index, limits: f.limits}
 		sc.lend(a)
 		res := a.run(e.Data)
 		if ve, ok := res.(*VersionError); ok {
 			// This binary cannot apply the version the cluster moves to:
 			// stop before the entry, keeping what came before it.
-			batch.rollback()
+			batch.Rollback()
 			fatal = ve
 			break
 		}
-		if inBatch > 0 && (batch.size > maxBytes || batch.items.Len() > maxWrites) {
+		if inBatch > 0 && (batch.Size() > maxBytes || batch.Len() > maxWrites) {
 			// This entry would take the buffer past what one store
 			// transaction holds: undo it, close the buffer before it, and
 			// apply it again (deterministically the same) in the next one.
-			batch.rollback()
+			batch.Rollback()
 			closed = append(closed, batch)
 			batch, inBatch = sc.overlay(batch), 0
-			batch.begin()
+			batch.Begin()
 			sc.takeBack(a)
 			a = &applier{tx: batch, index: e.Index, limits: f.limits}
 			sc.lend(a)
 			res = a.run(e.Data)
 		}
-		if _, isErr := res.(error); isErr || batch.entrySize > MaxEntryWriteBytes {
+		if _, isErr := res.(error); isErr || batch.EntrySize() > MaxEntryWriteBytes {
 			if !isErr {
-				res = fmt.Errorf("%w: entry would write %d bytes (limit %d)", ErrTooLarge, batch.entrySize, MaxEntryWriteBytes)
+				res = fmt.Errorf("%w: entry would write %d bytes (limit %d)", ErrTooLarge, batch.EntrySize(), MaxEntryWriteBytes)
 			}
-			batch.rollback() // rejected: nothing changes, but the index advances
+			batch.Rollback() // rejected: nothing changes, but the index advances
 		} else {
-			batch.end()
+			batch.End()
 			events = append(events, a.events...)
 		}
 		sc.takeBack(a)
@@ -256,7 +257,7 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 		last = e.Index
 		results[i] = res
 		inBatch++
-		if batch.size > txnBudget && i < len(entries)-1 {
+		if batch.Size() > txnBudget && i < len(entries)-1 {
 			closed = append(closed, batch)
 			batch, inBatch = sc.overlay(batch), 0
 		}
@@ -267,9 +268,9 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	if last == applied {
 		return results
 	}
-	txns := make([][]Write, 0, len(closed)+1)
+	txns := make([][]store.Write, 0, len(closed)+1)
 	for _, o := range append(closed, batch) {
-		txns = append(txns, o.writes())
+		txns = append(txns, o.Writes())
 	}
 	if err := f.store.Commit(txns); err != nil {
 		f.OnFatal(err)
@@ -282,11 +283,6 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	f.applied.Store(last)
 	f.publish(events)
 	return results
-}
-
-// txnLimiter is a store whose transactions are bounded (badger).
-type txnLimiter interface {
-	TxnLimits() (bytes, writes int)
 }
 
 func (f *FSM) publish(events []Event) { f.publishAll(events, false) }
@@ -451,7 +447,7 @@ func (a *applier) dispatch(cmd Command) any {
 
 // applier carries the state of applying one entry.
 type applier struct {
-	tx     Tx
+	tx     store.Tx
 	index  uint64
 	now    int64
 	seq    uint32 // per-entry counter for ready order

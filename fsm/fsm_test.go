@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 func TestDiamondRunsInDependencyOrder(t *testing.T) {
@@ -217,7 +218,7 @@ func TestApplyBatchEqualsOneByOne(t *testing.T) {
 		h.complete(c, `2`)
 	}
 	h.complete(h.claimOne("w"), `3`)
-	f2, _ := New(NewMemStore(), Options{})
+	f2, _ := New(store.NewMemStore(), Options{})
 	f2.ApplyBatch(h.log)
 	if got, _, _ := f2.Digest(); got != h.digest() {
 		t.Fatal("batched apply diverged from one-by-one apply")
@@ -283,7 +284,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Release()
-	f2, _ := New(NewMemStore(), Options{})
+	f2, _ := New(store.NewMemStore(), Options{})
 	if err := f2.Restore(strings.NewReader(buf.String())); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +350,7 @@ func TestMultiMixesSharedAndIsolatedCommands(t *testing.T) {
 		t.Fatalf("a %s b %s c %s d %s", ts["a"].State, ts["b"].State, ts["c"].State, ts["d"].State)
 	}
 	// Replaying the same log gives the same state.
-	f2, _ := New(NewMemStore(), Options{})
+	f2, _ := New(store.NewMemStore(), Options{})
 	f2.ApplyBatch(h.log)
 	if d, _, _ := f2.Digest(); d != h.digest() {
 		t.Fatal("multi entry is not deterministic under replay")
@@ -392,12 +393,12 @@ func TestLargeBatchSplitsAndRejectsInPlace(t *testing.T) {
 		buf, _ := Encode(cmd)
 		entries = append(entries, Entry{Index: uint64(i + 1), Data: buf})
 	}
-	batched, _ := New(NewMemStore(), Options{})
+	batched, _ := New(store.NewMemStore(), Options{})
 	res := batched.ApplyBatch(entries)
 	if _, isErr := res[5].(error); !isErr {
 		t.Fatalf("entry 6: %#v", res[5])
 	}
-	single, _ := New(NewMemStore(), Options{})
+	single, _ := New(store.NewMemStore(), Options{})
 	for _, e := range entries {
 		single.Apply(e)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Fuzz targets of the state machine (issue 10): Decode + Apply on two
@@ -83,15 +84,15 @@ func renderResult(t *testing.T, i int, res any) string {
 
 func newFuzzFSM(t *testing.T, indexed bool) *FSM {
 	t.Helper()
-	var store Store = NewMemStore()
+	var st store.Store = store.NewMemStore()
 	if indexed {
-		idx, err := NewIndexedStore(store)
+		idx, err := NewIndexedStore(st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		store = idx
+		st = idx
 	}
-	f, err := New(store, Options{})
+	f, err := New(st, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func fuzzApplySeeds(tb testing.TB) [][]byte {
 func fuzzSnapshotSeeds(tb testing.TB) [][]byte {
 	var out [][]byte
 	for _, name := range []string{"diamond", "multi"} {
-		f, err := New(NewMemStore(), Options{})
+		f, err := New(store.NewMemStore(), Options{})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // harness applies commands to an FSM over a MemStore, one entry each, with
@@ -20,7 +21,7 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	f, err := New(NewMemStore(), Options{})
+	f, err := New(store.NewMemStore(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ const diamond = `{"name":"diamond","tasks":[
 // the index mirror in front, as an agent runs it; a store failure fails tb.
 func openBadgerFSM(tb testing.TB) *FSM {
 	tb.Helper()
-	bs, err := OpenBadger(tb.TempDir(), BadgerOptions{})
+	bs, err := OpenBadger(tb.TempDir(), store.BadgerOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -167,11 +168,11 @@ func openBadgerFSM(tb testing.TB) *FSM {
 	return f
 }
 
-// indexedFSM is an FSM on store with the index mirror in front, and that
+// indexedFSM is an FSM on st with the index mirror in front, and that
 // indexed store.
-func indexedFSM(tb testing.TB, store Store) (*FSM, *IndexedStore) {
+func indexedFSM(tb testing.TB, st store.Store) (*FSM, *IndexedStore) {
 	tb.Helper()
-	idx, err := NewIndexedStore(store)
+	idx, err := NewIndexedStore(st)
 	if err != nil {
 		tb.Fatal(err)
 	}

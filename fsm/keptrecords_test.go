@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Keeping queue and breaker records cached across an entry's commands
@@ -17,7 +18,7 @@ func TestKeptQueueRecordsChangeNothing(t *testing.T) {
 	run := func(keep bool) (digest string, results string) {
 		keepQueueRecords = keep
 		defer func() { keepQueueRecords = true }()
-		f, err := New(NewMemStore(), Options{})
+		f, err := New(store.NewMemStore(), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

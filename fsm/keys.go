@@ -33,6 +33,7 @@ var (
 	keyNow      = []byte("m/now")
 	keySettings = []byte("m/settings")
 	keyCounters = []byte("m/counters")
+	pfxMeta     = []byte("m/") // every m/ key above, and m/fsm_version
 
 	pfxRun      = []byte("r/")
 	pfxSpec     = []byte("rsp/")

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // The label index: rl/<pair><run> for every label pair of every run, so a
@@ -147,7 +148,7 @@ func existsTerm(r Reader, k string) (labelTerm, bool, error) {
 			return nil, false, nil
 		}
 		out = append(out, pair)
-		start = prefixEnd(pair) // never nil: the value's length byte is below 0x80
+		start = store.PrefixEnd(pair) // never nil: the value's length byte is below 0x80
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // labelPopulation fills h with n one-task runs with random labels (some
@@ -153,8 +154,8 @@ func samePages(t *testing.T, f *FSM, state domain.RunState, q RunFilter, limit i
 	}
 }
 
-func indexedHarness(t *testing.T) (*harness, *MemStore) {
-	inner := NewMemStore()
+func indexedHarness(t *testing.T) (*harness, *store.MemStore) {
+	inner := store.NewMemStore()
 	f, _ := indexedFSM(t, inner)
 	waitLabels(t, f)
 	return &harness{t: t, f: f, now: 1_700_000_000_000}, inner
@@ -346,9 +347,9 @@ func TestLabelIndexAfterReopenAndRestore(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	idx3, _ := NewIndexedStore(NewMemStore())
+	idx3, _ := NewIndexedStore(store.NewMemStore())
 	f3, _ := New(idx3, Options{})
-	f4, _ := New(NewMemStore(), Options{})
+	f4, _ := New(store.NewMemStore(), Options{})
 	for _, f := range []*FSM{f3, f4} {
 		if err := f.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 			t.Fatal(err)
@@ -375,15 +376,15 @@ func TestLabelIndexAfterReopenAndRestore(t *testing.T) {
 	}
 
 	// The digest is the one a state without the index has.
-	plain, _ := New(NewMemStore(), Options{})
+	plain, _ := New(store.NewMemStore(), Options{})
 	if err := plain.Restore(bytes.NewReader(buf.Bytes())); err != nil {
 		t.Fatal(err)
 	}
-	var drop []Write
+	var drop []store.Write
 	for _, k := range labelKeysOf(t, plain) {
-		drop = append(drop, Write{Key: []byte(k)})
+		drop = append(drop, store.Write{Key: []byte(k)})
 	}
-	if err := plain.store.Commit([][]Write{drop}); err != nil {
+	if err := plain.store.Commit([][]store.Write{drop}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(labelKeysOf(t, plain)); n != 0 {

@@ -3,7 +3,7 @@ package fsm
 import (
 	"bytes"
 
-	"github.com/google/btree"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // labelMirror holds an IndexedStore's label index (rl/, labelindex.go) in
@@ -19,12 +19,12 @@ import (
 // field is guarded by the store's mu; the builder goroutine touches only
 // its own keys and tree until it takes mu to publish.
 type labelMirror struct {
-	tree    *btree.BTreeG[item] // nil until built
-	snap    *btree.BTreeG[item] // read-only clone shared by views since the last commit
-	pending []Write             // rl/ writes committed while building
-	ready   chan struct{}       // closed when tree is set
-	stop    chan struct{}       // closed to abandon the build
-	done    chan struct{}       // closed when the builder has returned
+	tree    *store.Tree   // nil until built
+	snap    *store.Tree   // read-only clone shared by views since the last commit
+	pending []store.Write // rl/ writes committed while building
+	ready   chan struct{} // closed when tree is set
+	stop    chan struct{} // closed to abandon the build
+	done    chan struct{} // closed when the builder has returned
 }
 
 // labelledRun is a run's id and labels, as the rebuild found them.
@@ -41,7 +41,7 @@ func (s *IndexedStore) startLabelBuild(runs []labelledRun) {
 	s.labels = m
 	go func() {
 		defer close(m.done)
-		tree := btree.NewG(8, itemLess)
+		tree := store.NewTree()
 		var keys [][]byte
 		for i, lr := range runs {
 			if i%4096 == 0 {
@@ -53,7 +53,7 @@ func (s *IndexedStore) startLabelBuild(runs []labelledRun) {
 			}
 			keys = labelKeys(keys[:0], &Run{ID: lr.id, Labels: lr.labels})
 			for _, k := range keys {
-				tree.ReplaceOrInsert(item{key: k, val: []byte{}})
+				tree.Put(k, []byte{})
 			}
 		}
 		if labelBuildHook != nil {
@@ -94,7 +94,7 @@ func (s *IndexedStore) stopLabelBuild() {
 }
 
 // commitLabel applies one committed rl/ write. Called with s.mu held.
-func (s *IndexedStore) commitLabel(w Write) {
+func (s *IndexedStore) commitLabel(w store.Write) {
 	if s.labels.tree == nil {
 		w.Key = bytes.Clone(w.Key)
 		if w.Val != nil {
@@ -107,24 +107,24 @@ func (s *IndexedStore) commitLabel(w Write) {
 	applyToTree(s.labels.tree, w)
 }
 
-func applyToTree(t *btree.BTreeG[item], w Write) {
+func applyToTree(t *store.Tree, w store.Write) {
 	if w.Val == nil {
-		t.Delete(item{key: w.Key})
+		t.Delete(w.Key)
 	} else {
-		t.ReplaceOrInsert(item{key: bytes.Clone(w.Key), val: []byte{}})
+		t.Put(bytes.Clone(w.Key), []byte{})
 	}
 }
 
 // labelView is the label mirror for a view: nil while it is being built.
 // Called with s.mu held.
-func (s *IndexedStore) labelView() *memReader {
+func (s *IndexedStore) labelView() *store.Tree {
 	if s.labels.tree == nil {
 		return nil
 	}
 	if s.labels.snap == nil {
 		s.labels.snap = s.labels.tree.Clone()
 	}
-	return &memReader{s.labels.snap}
+	return s.labels.snap
 }
 
 // labelsReady is closed once the label index is built (tests, benchmarks).

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/google/btree"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // IndexedStore keeps the hot index prefixes of another Store mirrored in
@@ -19,12 +19,12 @@ import (
 // Views are consistent: a view pins a copy-on-write clone of the mirror
 // taken together with the inner store's view.
 type IndexedStore struct {
-	inner Store
+	inner store.Store
 	mu    sync.Mutex
-	mem   *btree.BTreeG[item]
+	mem   *store.Tree
 	// snap is a read-only clone of mem shared by every view taken since
-	// the last commit (btree.Clone itself is not safe for concurrent use).
-	snap *btree.BTreeG[item]
+	// the last commit (Tree.Clone itself is not safe for concurrent use).
+	snap *store.Tree
 	// recent holds the run and task records the last commits wrote, for the
 	// applier only (see ApplyView).
 	recent recentCache
@@ -35,7 +35,7 @@ type IndexedStore struct {
 
 // hotPrefixes are mirrored in memory.
 // The label index (rl/) is mirrored too, in its own tree (labelmirror.go).
-var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, []byte("m/")}
+var hotPrefixes = [][]byte{pfxReady, pfxQueue, pfxLease, pfxWake, pfxBreaker, pfxPending, pfxRunState, pfxFinished, pfxClaimReq, pfxSchedule, pfxMeta}
 
 // isHot reports whether key (or every key under a scan prefix) lies in a
 // hot prefix.
@@ -49,7 +49,7 @@ func isHot(key []byte) bool {
 }
 
 // NewIndexedStore wraps inner, loading the hot prefixes into memory.
-func NewIndexedStore(inner Store) (*IndexedStore, error) {
+func NewIndexedStore(inner store.Store) (*IndexedStore, error) {
 	s := &IndexedStore{inner: inner}
 	if err := s.reload(); err != nil {
 		return nil, err
@@ -59,19 +59,19 @@ func NewIndexedStore(inner Store) (*IndexedStore, error) {
 
 func (s *IndexedStore) reload() error {
 	s.stopLabelBuild()
-	mem := btree.NewG(8, itemLess)
+	mem := store.NewTree()
 	r, release, err := s.inner.View()
 	if err != nil {
 		return err
 	}
-	var legacy []Write // derived keys a store written before they were derived still holds
+	var legacy []store.Write // derived keys a store written before they were derived still holds
 	for _, p := range append(hotPrefixes[:len(hotPrefixes):len(hotPrefixes)], pfxLabel) {
 		derived := isDerived(p)
 		if err := r.Scan(p, nil, false, func(k, v []byte) bool {
 			if derived {
-				legacy = append(legacy, Write{Key: bytes.Clone(k)})
+				legacy = append(legacy, store.Write{Key: bytes.Clone(k)})
 			} else {
-				mem.ReplaceOrInsert(item{key: bytes.Clone(k), val: bytes.Clone(v)})
+				mem.Put(bytes.Clone(k), bytes.Clone(v))
 			}
 			return true
 		}); err != nil {
@@ -80,7 +80,7 @@ func (s *IndexedStore) reload() error {
 		}
 	}
 	var labels []labelledRun // their keys are built in the background
-	err = deriveIndexesWith(r, func(k []byte) { mem.ReplaceOrInsert(item{key: k, val: []byte{}}) },
+	err = deriveIndexesWith(r, func(k []byte) { mem.Put(k, []byte{}) },
 		func(id string, l Labels) { labels = append(labels, labelledRun{id, l}) })
 	release()
 	if err != nil {
@@ -88,7 +88,7 @@ func (s *IndexedStore) reload() error {
 	}
 	for len(legacy) > 0 {
 		n := min(len(legacy), 10000)
-		if err := s.inner.Commit([][]Write{legacy[:n]}); err != nil {
+		if err := s.inner.Commit([][]store.Write{legacy[:n]}); err != nil {
 			return fmt.Errorf("drop the stored copies of the derived indexes: %w", err)
 		}
 		legacy = legacy[n:]
@@ -133,24 +133,24 @@ func (s *IndexedStore) view(forApply bool) (Reader, func(), error) {
 	}
 	ir := indexedReader{inner: r, labels: s.labelView()}
 	if forApply {
-		ir.mem, ir.recent = memReader{s.mem}, &s.recent
+		ir.mem, ir.recent = s.mem, &s.recent
 	} else {
 		if s.snap == nil {
 			s.snap = s.mem.Clone()
 		}
-		ir.mem = memReader{s.snap}
+		ir.mem = s.snap
 	}
 	return ir, release, nil
 }
 
 // Commit implements Store: the durable store first (without the derived
 // indexes, which live in memory only), then the mirror.
-func (s *IndexedStore) Commit(batches [][]Write) error {
+func (s *IndexedStore) Commit(batches [][]store.Write) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	durable := make([][]Write, len(batches))
+	durable := make([][]store.Write, len(batches))
 	for i, b := range batches {
-		keep := make([]Write, 0, len(b))
+		keep := make([]store.Write, 0, len(b))
 		for _, w := range b {
 			if !isDerived(w.Key) {
 				keep = append(keep, w)
@@ -175,9 +175,9 @@ func (s *IndexedStore) Commit(batches [][]Write) error {
 				continue
 			}
 			if w.Val == nil {
-				s.mem.Delete(item{key: w.Key})
+				s.mem.Delete(w.Key)
 			} else {
-				s.mem.ReplaceOrInsert(item{key: w.Key, val: w.Val}) // handed over (Store.Commit)
+				s.mem.Put(w.Key, w.Val) // handed over (Store.Commit)
 			}
 		}
 	}
@@ -203,7 +203,7 @@ func (s *IndexedStore) Replace(load func(put func(k, v []byte) error) error) err
 
 // TxnLimits reports the inner store's transaction limits (0, 0: none).
 func (s *IndexedStore) TxnLimits() (bytes, writes int) {
-	if tl, ok := s.inner.(txnLimiter); ok {
+	if tl, ok := s.inner.(store.TxnLimiter); ok {
 		return tl.TxnLimits()
 	}
 	return 0, 0
@@ -220,9 +220,9 @@ func (s *IndexedStore) Close() error {
 
 type indexedReader struct {
 	inner  Reader
-	mem    memReader
+	mem    *store.Tree
 	recent *recentCache // set in an ApplyView
-	labels *memReader   // nil while the label index is being built
+	labels *store.Tree  // nil while the label index is being built
 }
 
 func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
@@ -311,10 +311,10 @@ func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []b
 	if !coversDerived(prefix) {
 		return r.inner.Scan(prefix, start, reverse, fn)
 	}
-	var extra []item // mirror items are immutable: safe to hold
+	var extra []store.Write // mirror keys and values are immutable: safe to hold
 	_ = r.mem.Scan(prefix, start, reverse, func(k, v []byte) bool {
 		if isDerived(k) && !isQueryOnly(k) {
-			extra = append(extra, item{key: k, val: v})
+			extra = append(extra, store.Write{Key: k, Val: v})
 		}
 		return true
 	})
@@ -326,8 +326,8 @@ func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []b
 	}
 	i, stopped := 0, false
 	err := r.inner.Scan(prefix, start, reverse, func(k, v []byte) bool {
-		for ; i < len(extra) && before(extra[i].key, k); i++ {
-			if !fn(extra[i].key, extra[i].val) {
+		for ; i < len(extra) && before(extra[i].Key, k); i++ {
+			if !fn(extra[i].Key, extra[i].Val) {
 				stopped = true
 				return false
 			}
@@ -339,7 +339,7 @@ func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []b
 		return true
 	})
 	for ; err == nil && !stopped && i < len(extra); i++ {
-		if !fn(extra[i].key, extra[i].val) {
+		if !fn(extra[i].Key, extra[i].Val) {
 			break
 		}
 	}
@@ -356,26 +356,26 @@ func coversDerived(prefix []byte) bool {
 	return false
 }
 
-// mayHavePrefix implements prefixProber: a hot prefix is answered by the
-// mirror, any other may hold keys.
-func (r indexedReader) mayHavePrefix(prefix []byte) bool {
+// MayHavePrefix implements store.PrefixProber: a hot prefix is answered by
+// the mirror, any other may hold keys.
+func (r indexedReader) MayHavePrefix(prefix []byte) bool {
 	if len(prefix) >= len(pfxLabel) && isQueryOnly(prefix) {
-		return r.labels == nil || r.labels.mayHavePrefix(prefix)
+		return r.labels == nil || r.labels.MayHavePrefix(prefix)
 	}
 	if len(prefix) > 0 && isHot(prefix) {
-		return r.mem.mayHavePrefix(prefix)
+		return r.mem.MayHavePrefix(prefix)
 	}
 	return true
 }
 
-// mayHavePrefix reports whether the store may hold keys under a hot
-// prefix, from the mirror alone (no view taken): false is certain as of
-// the last commit.
-func (s *IndexedStore) mayHavePrefix(prefix []byte) bool {
+// MayHavePrefix implements store.PrefixProber: whether the store may hold
+// keys under a hot prefix, from the mirror alone (no view taken): false is
+// certain as of the last commit.
+func (s *IndexedStore) MayHavePrefix(prefix []byte) bool {
 	if len(prefix) == 0 || !isHot(prefix) {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return firstWithPrefix(s.mem, prefix)
+	return s.mem.MayHavePrefix(prefix)
 }

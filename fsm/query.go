@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Reads. Every method takes one point-in-time view of the store, so a read
@@ -566,8 +567,8 @@ func (f *FSM) HasReady(w Waiter, now int64) bool { return f.ReadyCount(w, now, 1
 // certain as of the last commit. The dispatcher asks it before counting
 // ready work for its waiters after every commit.
 func (f *FSM) MayHaveReady() bool {
-	if p, ok := f.store.(prefixProber); ok {
-		return p.mayHavePrefix(pfxReady)
+	if p, ok := f.store.(store.PrefixProber); ok {
+		return p.MayHavePrefix(pfxReady)
 	}
 	return true
 }
@@ -686,7 +687,7 @@ func (f *FSM) ClaimedBy(worker, req string) ([]Claimed, error) {
 	if req == "" || !ValidClaimIDs(worker, req) {
 		return nil, nil
 	}
-	if p, ok := f.store.(prefixProber); ok && !p.mayHavePrefix(claimReqPrefix(worker, req)) {
+	if p, ok := f.store.(store.PrefixProber); ok && !p.MayHavePrefix(claimReqPrefix(worker, req)) {
 		return nil, nil // the usual case, without taking a view
 	}
 	var out []Claimed

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // The applier's view serves records from the values recent commits wrote;
 // whatever was written, overwritten or deleted, and however many
 // generations rotated, it must read exactly what the durable store holds.
 func TestApplyViewReadsWhatTheStoreHolds(t *testing.T) {
-	inner := NewMemStore()
+	inner := store.NewMemStore()
 	s, err := NewIndexedStore(inner)
 	if err != nil {
 		t.Fatal(err)
@@ -23,16 +25,16 @@ func TestApplyViewReadsWhatTheStoreHolds(t *testing.T) {
 	}
 	keys = append(keys, []byte("r/some-run"), []byte("rsp/some-run"))
 	for round := range 40 {
-		batch := make([]Write, 0, 4096)
+		batch := make([]store.Write, 0, 4096)
 		for range 4096 {
 			k := keys[rng.IntN(len(keys))]
 			var v []byte
 			if rng.IntN(4) != 0 {
 				v = []byte(fmt.Sprintf(`{"error":"v%d-%d"}`, round, rng.Int()))
 			}
-			batch = append(batch, Write{Key: k, Val: v})
+			batch = append(batch, store.Write{Key: k, Val: v})
 		}
-		if err := s.Commit([][]Write{batch}); err != nil {
+		if err := s.Commit([][]store.Write{batch}); err != nil {
 			t.Fatal(err)
 		}
 		av, releaseA, err := s.ApplyView()

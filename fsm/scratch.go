@@ -1,10 +1,10 @@
 package fsm
 
-import "github.com/google/btree"
+import "github.com/flowd/flowd/fsm/store"
 
 // applyScratch is what one ApplyBatch leaves for the next to reuse instead
-// of allocating again: the write buffers' B-tree nodes (a free list), the
-// entry journal, the event list an entry builds, the applier's record
+// of allocating again: the write buffers' B-tree nodes and the entry
+// journal (a store.Pool), the event list an entry builds, the applier's record
 // caches and its comparison buffer. None of it outlives the batch that
 // uses it: everything a batch hands on (the writes it commits, the events
 // it publishes, results) is copied out or freshly allocated. A batch takes
@@ -12,45 +12,30 @@ import "github.com/google/btree"
 // it; one that finds it taken (a concurrent Apply in a test) builds its
 // own.
 type applyScratch struct {
-	free    *btree.FreeListG[item]
-	undo    []undoRec
-	events  []Event
-	caches  [4]cache // runs, taskCache, queues, breakers
-	scratch []byte
+	overlays *store.Pool
+	events   []Event
+	caches   [4]cache // runs, taskCache, queues, breakers
+	scratch  []byte
 }
 
 // Bounds on what is kept: a batch far larger than usual (a restore's
 // replay, a huge Multi) leaves its memory to the collector.
 const (
-	scratchFreeNodes  = 256
-	scratchMaxUndo    = 16 << 10
 	scratchMaxEvents  = 4 << 10
 	scratchMaxCache   = 512
 	scratchMaxEncoded = 64 << 10
 )
 
 func newApplyScratch() *applyScratch {
-	return &applyScratch{free: btree.NewFreeListG[item](scratchFreeNodes)}
+	return &applyScratch{overlays: store.NewPool()}
 }
 
 // overlay returns a write buffer over base built from the scratch's nodes
 // and journal.
-func (sc *applyScratch) overlay(base Reader) *overlay {
-	o := &overlay{base: base, items: btree.NewWithFreeListG(16, itemLess, sc.free)}
-	o.undo, sc.undo = sc.undo[:0], nil
-	return o
-}
+func (sc *applyScratch) overlay(base Reader) *store.Overlay { return sc.overlays.Overlay(base) }
 
 // recycle takes back the buffers of overlays whose writes are committed.
-func (sc *applyScratch) recycle(os ...*overlay) {
-	for _, o := range os {
-		o.items.Clear(true)
-		if cap(o.undo) > cap(sc.undo) && cap(o.undo) <= scratchMaxUndo {
-			clear(o.undo[:cap(o.undo)])
-			sc.undo = o.undo[:0]
-		}
-	}
-}
+func (sc *applyScratch) recycle(os ...*store.Overlay) { sc.overlays.Recycle(os...) }
 
 // lend gives a its caches, event list and comparison buffer.
 func (sc *applyScratch) lend(a *applier) {

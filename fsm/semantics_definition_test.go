@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Workflow definitions: every rule of apply_definition.go, each test
@@ -220,7 +221,7 @@ func restoreInto(t *testing.T, snap *Snapshot) *FSM {
 		t.Fatal(err)
 	}
 	snap.Release()
-	f, err := New(NewMemStore(), Options{})
+	f, err := New(store.NewMemStore(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Helpers for the semantics tests.
@@ -35,7 +36,7 @@ func checkReplay(t testing.TB, h *harness, rounds int, seed uint64) {
 	want := h.digest()
 	for round := range uint64(rounds) {
 		rng := rand.New(rand.NewPCG(round, seed))
-		f, err := New(NewMemStore(), Options{})
+		f, err := New(store.NewMemStore(), Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

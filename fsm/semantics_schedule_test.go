@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Schedules: every rule of apply_schedule.go, each test replayed at random
@@ -318,7 +319,7 @@ func TestSchedulesSurviveSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f2, err := New(NewMemStore(), Options{})
+	f2, err := New(store.NewMemStore(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // craftedSnapshot is the attack of issue 11: a valid header, then a record
@@ -32,7 +34,7 @@ func TestSnapshotDeclaredLengthNotTrusted(t *testing.T) {
 	if len(file) != 26 {
 		t.Fatalf("crafted file is %d bytes, want 26", len(file))
 	}
-	f, err := New(NewMemStore(), Options{})
+	f, err := New(store.NewMemStore(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Record access inside Apply.
@@ -51,16 +52,16 @@ func (a *applier) del(key []byte) { must(a.tx.Delete(key)) }
 // write buffer keeps it instead of a copy. Keys from a scan or a caller's
 // buffer go through tx.Set and del, which copy.
 func (a *applier) setFresh(key, val []byte) {
-	if o, ok := a.tx.(*overlay); ok {
-		o.setOwned(key, val)
+	if o, ok := a.tx.(*store.Overlay); ok {
+		o.SetOwned(key, val)
 		return
 	}
 	must(a.tx.Set(key, val))
 }
 
 func (a *applier) delFresh(key []byte) {
-	if o, ok := a.tx.(*overlay); ok {
-		o.deleteOwned(key)
+	if o, ok := a.tx.(*store.Overlay); ok {
+		o.DeleteOwned(key)
 		return
 	}
 	must(a.tx.Delete(key))
@@ -509,10 +510,10 @@ func (a *applier) setRunState(r *Run, to domain.RunState) {
 		a.delFresh(runStateKey(string(from), r.ID))
 	}
 	r.State = to
-	if o, ok := a.tx.(*overlay); ok && from == "" {
+	if o, ok := a.tx.(*store.Overlay); ok && from == "" {
 		// A run created in this entry: its first state key is new, so
 		// leaving pending at once (admitted) writes no tombstone.
-		o.setNewOwned(runStateKey(string(to), r.ID), []byte{})
+		o.SetNewOwned(runStateKey(string(to), r.ID), []byte{})
 	} else {
 		a.setFresh(runStateKey(string(to), r.ID), []byte{})
 	}

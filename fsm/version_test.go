@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // The registry gives each number and name out once, never a skipped one,
@@ -85,7 +87,7 @@ func TestSetVersionNeverLowers(t *testing.T) {
 // stops before that entry (OnFatal), keeping the entries before it, instead
 // of computing a different state than the members that can.
 func TestUnsupportedVersionStopsBeforeTheEntry(t *testing.T) {
-	f, err := New(NewMemStore(), Options{})
+	f, err := New(store.NewMemStore(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +108,11 @@ func TestUnsupportedVersionStopsBeforeTheEntry(t *testing.T) {
 // An agent started on state whose active version it cannot apply refuses
 // (CheckVersion), naming the versions.
 func TestCheckVersionRefusesNewerState(t *testing.T) {
-	store := NewMemStore()
-	if err := store.Commit([][]Write{{{Key: keyVersion, Val: u64(uint64(MaxVersion + 1))}}}); err != nil {
+	ms := store.NewMemStore()
+	if err := ms.Commit([][]store.Write{{{Key: keyVersion, Val: u64(uint64(MaxVersion + 1))}}}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(store, Options{})
+	f, err := New(ms, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

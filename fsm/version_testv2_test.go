@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // The probe rule of the test build is in force only once the active version
@@ -25,7 +26,7 @@ func TestProbeRuleOnlyFromItsVersion(t *testing.T) {
 		t.Fatalf("rule not in force at version 2: %v", r.Labels)
 	}
 	wantErr(t, h.apply(&SetVersion{Version: V1}), domain.ErrInvalidArgument)
-	replay, err := New(NewMemStore(), Options{})
+	replay, err := New(store.NewMemStore(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // raftFSM adapts *fsm.FSM to raft.BatchingFSM. It is deliberately thin.
@@ -116,7 +117,7 @@ func (r *raftFSM) Restore(rc io.ReadCloser) error {
 
 type fsmSnapshot struct {
 	s     *fsm.Snapshot
-	store fsm.Store
+	store store.Store
 }
 
 // Persist syncs the store first: raft compacts its log behind a persisted

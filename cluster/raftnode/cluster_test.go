@@ -11,6 +11,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 const diamond = `{"name":"diamond","tasks":[
@@ -238,7 +239,7 @@ func TestLogReplayIsDeterministic(t *testing.T) {
 	if first != 1 {
 		t.Skip("log was compacted")
 	}
-	fresh, _ := fsm.New(fsm.NewMemStore(), fsm.Options{})
+	fresh, _ := fsm.New(store.NewMemStore(), fsm.Options{})
 	adapter := &raftFSM{f: fresh}
 	var logs []*raft.Log
 	for i := uint64(1); i <= at; i++ {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // The crash tests run a single-node cluster in a child process (this test
@@ -170,7 +171,7 @@ func TestCrashRestartAppliesNothingTwice(t *testing.T) {
 // snapshot (if any) and the log after it, up to index.
 func replayDigest(t *testing.T, n *Node, index uint64) string {
 	t.Helper()
-	fresh, _ := fsm.New(fsm.NewMemStore(), fsm.Options{})
+	fresh, _ := fsm.New(store.NewMemStore(), fsm.Options{})
 	start := uint64(1)
 	if metas, _ := n.cfg.SnapshotStore.List(); len(metas) > 0 {
 		_, rc, err := n.cfg.SnapshotStore.Open(metas[0].ID)

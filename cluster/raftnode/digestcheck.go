@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // The replicated digest check (DESIGN.md, "Digest check").
@@ -72,7 +73,7 @@ func (d *digestState) applied(kind fsm.MsgType, index uint64, v fsm.DigestVerdic
 		}
 		compute, err := d.n.fsm.PinDigest()
 		if err != nil {
-			d.n.fail(&fsm.StorageError{Op: "digest view", Err: err})
+			d.n.fail(&store.StorageError{Op: "digest view", Err: err})
 			return
 		}
 		go d.compute(index, compute)
@@ -90,7 +91,7 @@ func (d *digestState) applied(kind fsm.MsgType, index uint64, v fsm.DigestVerdic
 func (d *digestState) compute(index uint64, compute func() (string, uint64, error)) {
 	dg, at, err := compute()
 	if err != nil {
-		d.n.fail(&fsm.StorageError{Op: "digest", Err: err})
+		d.n.fail(&store.StorageError{Op: "digest", Err: err})
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // waitFor polls cond (state of in-process nodes) until it holds or 10 s.
@@ -36,7 +37,7 @@ func TestDigestCheckFindsADivergedFollower(t *testing.T) {
 	c.Converged()
 	leader := c.Leader()
 	bad := c.Followers()[0]
-	if err := bad.FSM().Store().Commit([][]fsm.Write{{{Key: []byte("zz/stray"), Val: []byte("x")}}}); err != nil {
+	if err := bad.FSM().Store().Commit([][]store.Write{{{Key: []byte("zz/stray"), Val: []byte("x")}}}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -94,7 +95,7 @@ func TestDigestCheckPassesOnEqualReplicas(t *testing.T) {
 func TestDigestLoopRuns(t *testing.T) {
 	c := NewTestCluster(t, 3, func(cfg *Config) { cfg.DigestInterval = 20 * time.Millisecond })
 	bad := c.Followers()[0]
-	if err := bad.FSM().Store().Commit([][]fsm.Write{{{Key: []byte("zz/stray"), Val: []byte("x")}}}); err != nil {
+	if err := bad.FSM().Store().Commit([][]store.Write{{{Key: []byte("zz/stray"), Val: []byte("x")}}}); err != nil {
 		t.Fatal(err)
 	}
 	c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 1})
@@ -103,11 +104,11 @@ func TestDigestLoopRuns(t *testing.T) {
 
 // failingStore fails every commit once armed.
 type failingStore struct {
-	fsm.Store
+	store.Store
 	armed atomic.Bool
 }
 
-func (s *failingStore) Commit(b [][]fsm.Write) error {
+func (s *failingStore) Commit(b [][]store.Write) error {
 	if s.armed.Load() {
 		return errors.New("no space left on device")
 	}
@@ -119,7 +120,7 @@ func (s *failingStore) Commit(b [][]fsm.Write) error {
 func TestStateStoreFailureStopsTheNode(t *testing.T) {
 	stores := map[string]*failingStore{}
 	c := NewTestCluster(t, 3, func(cfg *Config) {
-		s := &failingStore{Store: fsm.NewMemStore()}
+		s := &failingStore{Store: store.NewMemStore()}
 		stores[cfg.NodeID] = s
 		cfg.Store = s
 		cfg.DigestInterval = -1

@@ -22,6 +22,7 @@ import (
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Config configures a Node: the agent's settings (cluster.Config) and the
@@ -33,7 +34,7 @@ type Config struct {
 	LogStore      raft.LogStore
 	StableStore   raft.StableStore
 	SnapshotStore raft.SnapshotStore
-	Store         fsm.Store
+	Store         store.Store
 	Clock         func() time.Time
 	// DisableLoops keeps the leader from running the reaper, retry tick and
 	// GC (tests that drive time by hand).
@@ -81,7 +82,7 @@ type Node struct {
 	log   *slog.Logger
 	raft  *raft.Raft
 	fsm   *fsm.FSM
-	store fsm.Store
+	store store.Store
 	trans raft.Transport
 
 	closers []io.Closer
@@ -172,9 +173,9 @@ func (n *Node) openStores() error {
 		}
 	}
 	n.store = cfg.Store
-	var badgerStore *fsm.BadgerStore
+	var badgerStore *store.BadgerStore
 	if n.store == nil {
-		bs, err := fsm.OpenBadger(filepath.Join(cfg.DataDir, "state"), fsm.BadgerOptions{Logger: n.log, BlockCacheSize: cfg.StateCacheBytes})
+		bs, err := fsm.OpenBadger(filepath.Join(cfg.DataDir, "state"), store.BadgerOptions{Logger: n.log, BlockCacheSize: cfg.StateCacheBytes})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Storage you can trust (DESIGN.md, "Storage failures stop the node"). A node whose
@@ -208,9 +209,9 @@ func (s *checkedStableStore) SetUint64(k []byte, v uint64) error {
 }
 
 // guardStores wires the failure paths of the production stores.
-func (n *Node) guardStores(bs *fsm.BadgerStore) error {
+func (n *Node) guardStores(bs *store.BadgerStore) error {
 	if bs != nil {
-		bs.OnError(func(err error) { n.fail(&fsm.StorageError{Op: "badger", Err: err}) })
+		bs.OnError(func(err error) { n.fail(&store.StorageError{Op: "badger", Err: err}) })
 	}
 	n.fsm.OnFatal = n.fail
 	if n.cfg.DataDir == "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // TestMain registers the flowd command for the testscript suite: scripts
@@ -56,7 +57,7 @@ func cmdMakeSnapshot(ts *testscript.TestScript, neg bool, args []string) {
 // makeSnapshot applies n submissions of a two-task workflow to a fresh
 // in-memory FSM and saves its snapshot at path.
 func makeSnapshot(path string, n int) error {
-	f, err := fsm.New(fsm.NewMemStore(), fsm.Options{})
+	f, err := fsm.New(store.NewMemStore(), fsm.Options{})
 	if err != nil {
 		return err
 	}

@@ -191,3 +191,29 @@ func TestLayoutNoArrowIntoDaemon(t *testing.T) {
 		t.Fatal("go list found no package under internal/ outside internal/testing")
 	}
 }
+
+// The state machine and its byte engine stay apart (fsm/store/DESIGN.md):
+//
+//   - package fsm imports no badger or ristretto package (the engine is
+//     reached through fsm/store only);
+//   - fsm/store imports nothing of this module (it knows no key of fsm's;
+//     what it needs comes in as options).
+func TestLayoutStateMachineAndByteEngine(t *testing.T) {
+	root, module := moduleRoot(t)
+	fsmPkg, storePkg := module+"/fsm", module+"/fsm/store"
+	seen := map[string]bool{}
+	for _, f := range nonTestFiles(t, root, module) {
+		seen[f.pkg] = true
+		for _, p := range f.imports {
+			switch {
+			case f.pkg == fsmPkg && strings.HasPrefix(p, "github.com/dgraph-io/"): // badger, ristretto
+				t.Errorf("%s imports %s: package fsm reaches badger only through fsm/store", f.rel, p)
+			case f.pkg == storePkg && under(p, module):
+				t.Errorf("%s imports %s: fsm/store must not depend on flowd's packages (pass what it needs as an option)", f.rel, p)
+			}
+		}
+	}
+	if !seen[fsmPkg] || !seen[storePkg] {
+		t.Fatalf("found no files of %s or %s: the walk is broken or the packages moved", fsmPkg, storePkg)
+	}
+}

@@ -1,4 +1,4 @@
-package fsm
+package store
 
 import (
 	"errors"
@@ -13,7 +13,8 @@ import (
 // table, an unreadable value, a write or flush that failed (a full disk).
 // It is never the result of an entry: a node whose store fails must stop
 // rather than serve or apply on top of state it cannot trust (see
-// DESIGN.md, invariant "A local storage failure stops the node";
+// DESIGN.md beside this file, "Faults stop the node, never fail an entry";
+// ../DESIGN.md, invariant "A local storage failure stops the node";
 // cluster/raftnode/DESIGN.md, "Storage failures stop the node"; and
 // docs/operations.md, "Storage failures").
 type StorageError struct {

@@ -1,4 +1,4 @@
-package fsm
+package store
 
 import (
 	"bytes"
@@ -13,17 +13,20 @@ import (
 	"github.com/dgraph-io/badger/v4/skl"
 )
 
-// BadgerStore is the production Store: badger/v4 in a directory of its own.
+// BadgerStore is the production Store: badger/v4 in a directory of its own,
+// used as an ordered byte engine (see DESIGN.md).
 //
 // Writes are not fsynced one by one (SyncWrites off): a process crash keeps
 // them (they are in the page cache), and after a machine crash badger
-// recovers a consistent prefix of committed transactions. Because the
-// applied index is written in the same transaction as the state it
-// describes, whatever prefix survives is self-consistent, and raft replays
-// the rest of its log. Sync is called before a raft snapshot is reported
-// persisted, because raft may then compact the log behind it.
+// recovers a consistent prefix of committed transactions. A writer that
+// records its progress in the same transaction as the state it describes
+// (the state machine's applied index) therefore always finds a
+// self-consistent prefix; Sync is for the moments that must not lose even
+// that (before a raft snapshot is reported persisted).
 type BadgerStore struct {
 	db *badger.DB
+	// completionKey is written last by Replace (BadgerOptions).
+	completionKey []byte
 	// txnBytes and txnWrites are what one transaction may hold, with a
 	// margin under badger's own limits (see TxnLimits).
 	txnBytes, txnWrites int
@@ -106,23 +109,52 @@ func (f *inflight) settleUpTo(target uint64) error {
 	}
 }
 
-// memTableSize sets badger's transaction limit too: badger refuses a
-// transaction over 15% of a memtable. 64 MiB (badger's default) makes that
-// ~9.6 MB, so any entry the FSM accepts (MaxEntryWriteBytes) fits in one
-// transaction on its own; two memtables bound the memory they take.
-const memTableSize = 64 << 20
+// defaultMemTableSize is badger's default memtable. It sets the
+// transaction limit too: badger refuses a transaction over 15% of a
+// memtable (~9.6 MB here); two memtables bound the memory they take.
+const defaultMemTableSize = 64 << 20
 
-// TxnLimits reports the largest transaction the store takes, in bytes as
-// the FSM counts them (key + value + 16 per write, at least badger's own
-// estimate) and in writes. The FSM closes a batch's transaction before an
-// entry would take it past either.
+// memTableSize is the memtable that takes a transaction of need bytes
+// within TxnLimits' margin: badger's default, or larger when need calls
+// for it.
+func memTableSize(need int) int64 {
+	size := int64(defaultMemTableSize)
+	for txnBytesOf(size) < int64(need) {
+		size += 16 << 20
+	}
+	return size
+}
+
+// txnBytesOf is TxnLimits' byte limit for a memtable: badger's own
+// (15% of it, opt.maxBatchSize) with a 10% margin.
+func txnBytesOf(memTable int64) int64 { return 15 * memTable / 100 * 9 / 10 }
+
+// TxnLimits implements TxnLimiter: the largest transaction the store takes,
+// in bytes as Overlay counts them (key + value + 16 per write, at least
+// badger's own estimate) and in writes, with a margin under badger's
+// limits.
 func (b *BadgerStore) TxnLimits() (bytes, writes int) { return b.txnBytes, b.txnWrites }
 
-// BadgerOptions tunes the store; zero values take defaults.
+// BadgerOptions tunes the store; zero values take defaults. The store
+// knows nothing of what its keys mean: the two facts it needs from its
+// writer come in here (the state machine fills them, fsm.OpenBadger).
 type BadgerOptions struct {
 	InMemory       bool
 	BlockCacheSize int64
 	Logger         *slog.Logger
+	// CompletionKey, if set, is the key whose value says a Replace
+	// completed: Replace writes it after every other pair, in a
+	// transaction of its own once the rest is written, so a Replace cut
+	// short leaves a store without it (for the state machine, its
+	// applied-index key: such a store reports an index below the
+	// snapshot's, and raft restores the snapshot again).
+	CompletionKey []byte
+	// MaxTxnBytes is the largest unit the writer must be able to commit in
+	// one transaction, counted as TxnLimits counts (for the state
+	// machine, the most one log entry may write). The memtable is sized so
+	// that TxnLimits' byte limit is at least this; 0 keeps badger's
+	// default memtable.
+	MaxTxnBytes int
 }
 
 // OpenBadger opens (or creates) a badger store in dir.
@@ -163,7 +195,7 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 	} else {
 		opts = opts.WithBlockCacheSize(32 << 20)
 	}
-	opts = opts.WithIndexCacheSize(16 << 20).WithMemTableSize(memTableSize).WithNumMemtables(2)
+	opts = opts.WithIndexCacheSize(16 << 20).WithMemTableSize(memTableSize(o.MaxTxnBytes)).WithNumMemtables(2)
 	if o.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}
@@ -180,8 +212,9 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		return nil, &StorageError{Op: "open " + dir, Err: fmt.Errorf("%s", strings.Join(openErrs, "; "))}
 	}
 	maxBytes := 15 * opts.MemTableSize / 100 // badger: opt.maxBatchSize
-	return &BadgerStore{db: db, txnBytes: int(maxBytes * 9 / 10),
-		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10, fault: fault}, nil
+	return &BadgerStore{db: db, txnBytes: int(txnBytesOf(opts.MemTableSize)),
+		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10, fault: fault,
+		completionKey: bytes.Clone(o.CompletionKey)}, nil
 }
 
 // View implements Store.
@@ -236,9 +269,9 @@ func (b *BadgerStore) written(seq uint64, err error) {
 	}
 }
 
-// Replace implements Store. The applied-index key is written last, so an
-// interrupted Replace leaves a store that reports an index below the
-// snapshot's and is restored again on the next start.
+// Replace implements Store. The completion key (BadgerOptions) is written
+// last, in a transaction of its own, so an interrupted Replace leaves a
+// store without it.
 func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) error {
 	if err := b.writing.settle(); err != nil {
 		return err
@@ -249,7 +282,7 @@ func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) erro
 	wb := b.db.NewWriteBatch()
 	var last []Write
 	err := load(func(k, v []byte) error {
-		if bytes.Equal(k, keyApplied) {
+		if b.completionKey != nil && bytes.Equal(k, b.completionKey) {
 			last = append(last, Write{Key: bytes.Clone(k), Val: bytes.Clone(v)})
 			return nil
 		}
@@ -262,8 +295,10 @@ func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) erro
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("badger load: %w", err)
 	}
-	if err := b.Commit([][]Write{last}); err != nil {
-		return err
+	if len(last) > 0 {
+		if err := b.Commit([][]Write{last}); err != nil {
+			return err
+		}
 	}
 	return b.Sync()
 }
@@ -307,7 +342,7 @@ func (r badgerReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []by
 	if seek == nil {
 		seek = prefix
 		if reverse {
-			seek = prefixEnd(prefix)
+			seek = PrefixEnd(prefix)
 		}
 	}
 	if seek == nil { // reverse over an all-0xff prefix

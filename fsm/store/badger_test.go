@@ -1,4 +1,4 @@
-package fsm
+package store
 
 import (
 	"bytes"
@@ -172,5 +172,75 @@ func TestBadgerFailedWriteStopsAndFailsTheNextCommit(t *testing.T) {
 	}
 	if err := bs.Sync(); err == nil {
 		t.Fatal("Sync after a failed write succeeded")
+	}
+}
+
+// Replace writes the completion key after everything else: a Replace cut
+// short leaves a store without it, a complete one holds it and the rest.
+func TestBadgerReplaceWritesTheCompletionKeyLast(t *testing.T) {
+	done := []byte("meta/complete")
+	bs, err := OpenBadger(t.TempDir(), BadgerOptions{CompletionKey: done})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	has := func(k string) bool {
+		t.Helper()
+		r, release, err := bs.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		_, ok, err := r.Get([]byte(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	cut := errors.New("cut short")
+	err = bs.Replace(func(put func(k, v []byte) error) error {
+		if err := put(done, []byte("1")); err != nil { // first in the load
+			return err
+		}
+		if err := put([]byte("a/1"), []byte("x")); err != nil {
+			return err
+		}
+		return cut
+	})
+	if !errors.Is(err, cut) {
+		t.Fatalf("Replace returned %v, want the load's error", err)
+	}
+	if has(string(done)) {
+		t.Fatal("a Replace cut short left the completion key")
+	}
+	if err := bs.Replace(func(put func(k, v []byte) error) error {
+		if err := put(done, []byte("1")); err != nil {
+			return err
+		}
+		return put([]byte("a/1"), []byte("x"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !has(string(done)) || !has("a/1") {
+		t.Fatal("a complete Replace lacks the completion key or the data")
+	}
+}
+
+// MaxTxnBytes sizes the memtable so one transaction of that many bytes
+// fits; without it the default memtable's limit stands.
+func TestBadgerTxnLimitsTakeMaxTxnBytes(t *testing.T) {
+	for _, need := range []int{0, 8 << 20, 24 << 20} {
+		bs, err := OpenBadger("", BadgerOptions{InMemory: true, MaxTxnBytes: need})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, writes := bs.TxnLimits()
+		bs.Close()
+		if got < need || writes <= 0 {
+			t.Errorf("MaxTxnBytes %d: TxnLimits %d bytes, %d writes", need, got, writes)
+		}
+		if need <= 8<<20 && got != int(txnBytesOf(defaultMemTableSize)) {
+			t.Errorf("MaxTxnBytes %d: TxnLimits %d, want the default memtable's %d", need, got, txnBytesOf(defaultMemTableSize))
+		}
 	}
 }
