@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -529,8 +530,7 @@ func TestScheduledSnapshotsAndRetention(t *testing.T) {
 	}
 	// Wait (polling the agent's directory and log: another process) until
 	// four were taken and the newest two are what is kept.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "four snapshots taken and the newest two kept", func() error {
 		l, s := logged(), scheduled()
 		if len(l) >= 4 && len(s) == 2 && s[1] == l[len(l)-1] {
 			if s[0] != l[len(l)-2] {
@@ -541,13 +541,10 @@ func TestScheduledSnapshotsAndRetention(t *testing.T) {
 					t.Fatalf("%s was not removed (%v)", gone, err)
 				}
 			}
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s: logged %v, directory holds %v", l, s)
-		}
-		time.Sleep(50 * time.Millisecond) // polling another process
-	}
+		return fmt.Errorf("logged %v, directory holds %v", l, s)
+	})
 	for _, n := range others {
 		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
 			t.Fatalf("retention removed %s, which the scheduler did not write: %v", n, err)
