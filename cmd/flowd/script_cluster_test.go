@@ -240,8 +240,8 @@ func compare(got, op, want string) (bool, error) {
 // text: a string as itself, anything else as JSON. The path's steps are
 // separated by dots: an object key, an array index, len() (the length of an
 // array or object), * (every element) or KEY=VALUE (the elements of an
-// array whose KEY is VALUE). A step that names nothing ends
-// that branch (no value).
+// array whose KEY is VALUE); \. is a dot inside a step. A step that names
+// nothing ends that branch (no value).
 func jsonValues(doc, path string) ([]string, error) {
 	dec := json.NewDecoder(strings.NewReader(doc))
 	dec.UseNumber()
@@ -251,7 +251,7 @@ func jsonValues(doc, path string) ([]string, error) {
 	}
 	vals := []any{v}
 	if path != "." {
-		for _, step := range strings.Split(path, ".") {
+		for _, step := range pathSteps(path) {
 			var next []any
 			for _, v := range vals {
 				next = append(next, jsonStep(v, step)...)
@@ -313,4 +313,23 @@ func jsonStep(v any, step string) []any {
 		}
 	}
 	return nil
+}
+
+// pathSteps splits a path at its dots that are not escaped (\.).
+func pathSteps(path string) []string {
+	var steps []string
+	var cur strings.Builder
+	for i := 0; i < len(path); i++ {
+		switch {
+		case path[i] == '\\' && i+1 < len(path) && path[i+1] == '.':
+			cur.WriteByte('.')
+			i++
+		case path[i] == '.':
+			steps = append(steps, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(path[i])
+		}
+	}
+	return append(steps, cur.String())
 }
