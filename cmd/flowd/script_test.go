@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 // client commands against a cluster a script starts (script_cluster_test.go).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Dir:  "testdata/script",
 		Cmds: scriptCmds(),
 		Setup: func(env *testscript.Env) error {
 			// No agent is reachable from a script unless it starts one.
@@ -41,9 +42,7 @@ func scriptCmds() map[string]func(ts *testscript.TestScript, neg bool, args []st
 	cmds := map[string]func(ts *testscript.TestScript, neg bool, args []string){
 		"mksnapshot": cmdMakeSnapshot,
 	}
-	for name, cmd := range clusterCmds {
-		cmds[name] = cmd
-	}
+	maps.Copy(cmds, clusterCmds)
 	return cmds
 }
 
