@@ -293,5 +293,3 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string, w *signalWriter) {
 		t.Fatalf("timed out waiting for %s; output so far:\n%s", what, w.String())
 	}
 }
-
-const callTimeoutForTests = 10 * time.Second
