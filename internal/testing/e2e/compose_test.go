@@ -97,7 +97,6 @@ func TestComposeUp(t *testing.T) {
 	// An admin token, made on n1's socket (the agent's own user is admin
 	// there); it needs a leader, so it is retried until one is elected.
 	var tok rpc.ACLTokenCreateResult
-	var err error
 	// readiness polling of containers
 	testutil.Eventually(t, 90*time.Second, time.Second, "an admin token from n1", func() error {
 		out, err := compose("exec", "-T", "n1", "/flowd", "-o", "json", "acl", "token", "create", "--role", "admin", "--name", "compose-test")
