@@ -336,15 +336,13 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 	// applied what the leader had when it answered. (Not "applied =
 	// commit": barriers are log entries the state machine never sees.)
 	for _, a := range fresh.agents {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var st *rpc.ClusterStatus
-		for st = fresh.status(a); st == nil || st.AppliedIndex < restored.AppliedIndex; st = fresh.status(a) {
-			if ctx.Err() != nil {
-				t.Fatalf("%s did not catch up: %+v", a.id, st)
+		// polling another process
+		testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, a.id+" to catch up", func() error {
+			if st := fresh.status(a); st == nil || st.AppliedIndex < restored.AppliedIndex {
+				return fmt.Errorf("%+v", st)
 			}
-			time.Sleep(20 * time.Millisecond) // polling another process
-		}
-		cancel()
+			return nil
+		})
 		got := allRuns(t, fresh.client(a))
 		if len(got) != len(want) {
 			t.Fatalf("%s holds %d runs after the restore, want %d", a.id, len(got), len(want))
