@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/internal/pki"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -168,18 +169,12 @@ func TestACLTokensOnTheClientListener(t *testing.T) {
 	}
 	// The open connection is closed (the client may then fail to redial
 	// with the deleted token); either way the call fails.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.EventuallyTrue(t, 5*time.Second, 0, "the deleted token's connection to be refused (it is still served)", func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, time.Second)
 		_, err := wc.Claim(cctx, rpc.ClaimParams{WorkerID: "w1", WaitMS: 10})
 		ccancel()
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the deleted token's connection is still served")
-		}
-	}
+		return err != nil
+	})
 	wc3 := tokenClient(t, fs[1], certs, worker.Secret)
 	wantCode(t, wc3.Call(ctx, rpc.MethodClusterStatus, struct{}{}, nil), rpc.CodePermissionDenied, "a new connection with a deleted token")
 }

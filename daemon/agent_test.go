@@ -243,19 +243,6 @@ func TestMetricsFollowPrometheusNaming(t *testing.T) {
 	}
 }
 
-// eventually waits (bounded) for an in-process condition that has no event
-// to wait on.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A long-poll claim forwarded from a follower is held at the leader on a
 // connection of its own; when the worker goes away the leader stops holding
 // it, so no task is leased to the departed worker.
@@ -269,9 +256,9 @@ func TestAbandonedForwardedClaimIsDropped(t *testing.T) {
 	if _, err := conn.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"task.claim","params":{"worker_id":"ghost","wait_ms":30000}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the leader holds the forwarded claim", func() bool { return leader.node.WaitingClaims() == 1 })
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader holds the forwarded claim", func() bool { return leader.node.WaitingClaims() == 1 })
 	conn.Close()
-	eventually(t, "the leader drops the abandoned claim", func() bool { return leader.node.WaitingClaims() == 0 })
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader drops the abandoned claim", func() bool { return leader.node.WaitingClaims() == 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := client(t, leader)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -22,13 +23,13 @@ type claimOutcome struct {
 func holdClaim(t *testing.T, leader *Agent, c *rpc.Client, worker, typ string) <-chan claimOutcome {
 	t.Helper()
 	out := make(chan claimOutcome, 1)
-	eventually(t, "the leader holds no claim", func() bool { return leader.node.WaitingClaims() == 0 })
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader holds no claim", func() bool { return leader.node.WaitingClaims() == 0 })
 	go func() {
 		start := time.Now()
 		got, err := c.Claim(context.Background(), rpc.ClaimParams{WorkerID: worker, Types: []string{typ}, WaitMS: 30000})
 		out <- claimOutcome{got, err, time.Since(start)}
 	}()
-	eventually(t, "the leader holds the claim of "+worker, func() bool { return leader.node.WaitingClaims() == 1 })
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader holds the claim of "+worker, func() bool { return leader.node.WaitingClaims() == 1 })
 	return out
 }
 
@@ -46,7 +47,7 @@ func TestHalfClosedClaimIsAnswered(t *testing.T) {
 		if r.err != nil || len(r.tasks) != 0 || r.took > 10*time.Second {
 			t.Fatalf("via %s: half-closed claim answered %v %v after %v, want no tasks at once", target.cfg.NodeID, r.tasks, r.err, r.took)
 		}
-		eventually(t, "the leader stops holding the claim", func() bool { return leader.node.WaitingClaims() == 0 })
+		testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader stops holding the claim", func() bool { return leader.node.WaitingClaims() == 0 })
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -37,16 +38,12 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 		}
 	}()
 	var run *rpc.Run
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.EventuallyTrue(t, 10*time.Second, 50*time.Millisecond, "waiting_for_worker names the ready tasks' types", func() bool {
 		if run, err = reader.GetRun(ctx, res.ID); err != nil {
 			t.Fatal(err)
 		}
-		if len(run.WaitingForWorker) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(run.WaitingForWorker) > 0
+	})
 	if want := []string{"nobody", "served"}; !slices.Equal(run.WaitingForWorker, want) || run.WaitingForWorkerNote != "" {
 		t.Fatalf("before any worker claims them: waiting_for_worker %q (note %q), want %q", run.WaitingForWorker, run.WaitingForWorkerNote, want)
 	}
@@ -68,7 +65,7 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, "the served type leaves waiting_for_worker", func() bool {
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the served type leaves waiting_for_worker", func() bool {
 		run, err = reader.GetRun(ctx, res.ID)
 		return err == nil && slices.Equal(run.WaitingForWorker, []string{"served"})
 	})

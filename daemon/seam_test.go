@@ -12,6 +12,7 @@ import (
 	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -90,7 +91,7 @@ func TestHandlersOnOneNodeCluster(t *testing.T) {
 		res, err := a.taskClaim(ctx, rpc.ClaimParams{WorkerID: "w2", WaitMS: 10_000})
 		polled <- claimed{res, err}
 	}()
-	eventually(t, "the claim waits", func() bool { return node.WaitingClaims() == 1 })
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the claim waits", func() bool { return node.WaitingClaims() == 1 })
 	ack, err := a.taskComplete(ctx, rpc.CompleteParams{TaskID: a1.TaskID, FencingToken: a1.FencingToken, Result: json.RawMessage(`{"n":1}`)})
 	if err != nil || !ack.Accepted || ack.Index == 0 {
 		t.Fatalf("complete a: %+v %v", ack, err)

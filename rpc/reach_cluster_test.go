@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/internal/testing/testagents"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -36,16 +37,12 @@ func TestFailFastNoQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer survivor.Close()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// polling another agent's applied state
+	testutil.EventuallyTrue(t, 10*time.Second, 20*time.Millisecond, "the run to reach n3", func() bool {
 		var list rpc.ListResult
-		if err := survivor.CallIdempotent(t.Context(), rpc.MethodRunList, rpc.ListParams{}, &list); err == nil && len(list.Runs) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run never reached n3")
-		}
-		time.Sleep(20 * time.Millisecond) // polling another agent's applied state
-	}
+		err := survivor.CallIdempotent(t.Context(), rpc.MethodRunList, rpc.ListParams{}, &list)
+		return err == nil && len(list.Runs) == 1
+	})
 	cl.Stops[0]()
 	cl.Stops[1]()
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // Leader routing against fake agents on Unix sockets (the client dials
@@ -275,13 +276,15 @@ func TestRoutePeriodicCheckFollowsATransfer(t *testing.T) {
 	// n2 steps down but keeps forwarding (its answers stay good): only the
 	// periodic check can tell.
 	fc.leader.Store("n3")
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 1; fc.agent("n3").n(MethodRunSubmit) == 0; i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("writes still go to n2: %v", counts(fc, MethodRunSubmit))
+	i := 0
+	testutil.Eventually(t, 10*time.Second, 0, "writes to reach n3", func() error {
+		if fc.agent("n3").n(MethodRunSubmit) > 0 {
+			return nil
 		}
+		i++
 		submit(t, c, "r"+strconv.Itoa(i))
-	}
+		return fmt.Errorf("writes still go to n2: %v", counts(fc, MethodRunSubmit))
+	})
 	before := counts(fc, MethodRunSubmit)
 	for i := range 3 {
 		submit(t, c, "s"+strconv.Itoa(i))

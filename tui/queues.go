@@ -35,14 +35,11 @@ const (
 type queuesModel struct {
 	Common
 	outbox
-	active   bool
+	listLoad
 	queues   []rpc.Queue
 	breakers []rpc.Breaker
 	stats    *rpc.ClusterStats
 	nav      listNav
-	loaded   bool
-	inflight bool
-	dirty    bool
 	tput     map[string]map[int64]int // queue -> bucket (unix / 5s) -> tasks finished
 	// runPauses are per-run pauses seen in the event stream since the TUI
 	// started (queue.list's paused_runs, when the agent fills it, adds to it).
@@ -54,7 +51,9 @@ type queuesModel struct {
 }
 
 func newQueues(c Common) *queuesModel {
-	return &queuesModel{Common: c, tput: map[string]map[int64]int{}, runPauses: map[string]map[string]bool{}}
+	m := &queuesModel{Common: c, tput: map[string]map[int64]int{}, runPauses: map[string]map[string]bool{}}
+	m.listLoad.read = m.fetch
+	return m
 }
 
 // Title is the screen name.
@@ -86,23 +85,8 @@ func (m *queuesModel) Capturing() bool { return false }
 // Back never consumes esc.
 func (m *queuesModel) Back() bool { return false }
 
-// Focus loads the queues if needed.
-func (m *queuesModel) Focus() tea.Cmd {
-	m.active = true
-	if !m.loaded {
-		m.dirty = true
-	}
-	return m.plan()
-}
-
-// Blur is called when the screen is hidden.
-func (m *queuesModel) Blur() { m.active = false }
-
-func (m *queuesModel) plan() tea.Cmd {
-	if !m.active || !m.dirty || m.inflight {
-		return nil
-	}
-	m.inflight, m.dirty = true, false
+// fetch reads queue.list and cluster.stats (the totals).
+func (m *queuesModel) fetch() tea.Cmd {
 	client := m.Client
 	return func() tea.Msg {
 		cx, cancel := ctx()

@@ -28,15 +28,16 @@ type schedulesLoadedMsg struct {
 type schedulesModel struct {
 	Common
 	outbox
-	active    bool
+	listLoad
 	schedules []schedrpc.Schedule
 	nav       listNav
-	loaded    bool
-	inflight  bool
-	dirty     bool
 }
 
-func newSchedules(c Common) *schedulesModel { return &schedulesModel{Common: c} }
+func newSchedules(c Common) *schedulesModel {
+	m := &schedulesModel{Common: c}
+	m.listLoad.read = m.fetch
+	return m
+}
 
 // Title is the screen name.
 func (m *schedulesModel) Title() string { return "Schedules" }
@@ -67,23 +68,8 @@ func (m *schedulesModel) Capturing() bool { return false }
 // Back never consumes esc.
 func (m *schedulesModel) Back() bool { return false }
 
-// Focus loads the schedules if needed.
-func (m *schedulesModel) Focus() tea.Cmd {
-	m.active = true
-	if !m.loaded {
-		m.dirty = true
-	}
-	return m.plan()
-}
-
-// Blur is called when the screen is hidden.
-func (m *schedulesModel) Blur() { m.active = false }
-
-func (m *schedulesModel) plan() tea.Cmd {
-	if !m.active || !m.dirty || m.inflight {
-		return nil
-	}
-	m.inflight, m.dirty = true, false
+// fetch reads schedule.list.
+func (m *schedulesModel) fetch() tea.Cmd {
 	client := m.Client
 	return func() tea.Msg {
 		cx, cancel := ctx()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/flowd/flowd/internal/testing/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowd/flowd/internal/testing/testutil"
 
 	"github.com/google/uuid"
 
@@ -242,17 +243,15 @@ func startAgents(t *testing.T, bin, dir string) []*e2eAgent {
 	})
 	// Wait for a leader: the agents are other processes, their sockets the
 	// only way to observe them.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.EventuallyTrue(t, 20*time.Second, 50*time.Millisecond, "a leader", func() bool {
 		for _, a := range agents {
 			if st := probeStatus(a.sock); st != nil && st.LeaderID != "" {
-				return agents
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("no leader within 20s")
-	return nil
+		return false
+	})
+	return agents
 }
 
 func probeStatus(sock string) *rpc.ClusterStatus {
@@ -316,24 +315,22 @@ func (tm *tmuxTUI) typeText(s string) {
 	}
 }
 
-// poll checks the screen every 50ms until ok or the deadline.
-func (tm *tmuxTUI) poll(d time.Duration, ok func(string) bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if ok(tm.screen()) {
-			return true
+// poll checks the screen every 50ms (polling visible content, not a fixed
+// wait) until ok or d has passed; its error shows the last screen.
+func (tm *tmuxTUI) poll(d time.Duration, what string, ok func(string) bool) error {
+	return testutil.Poll(d, 50*time.Millisecond, what, func() error {
+		s := tm.screen()
+		if ok(s) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond) // polling visible content, not a fixed wait
-	}
+		return fmt.Errorf("the screen shows:\n%s", s)
+	})
 }
 
 func (tm *tmuxTUI) wait(what string, ok func(string) bool) {
 	tm.t.Helper()
-	if !tm.poll(20*time.Second, ok) {
-		tm.t.Fatalf("waiting for %s; the screen shows:\n%s", what, tm.screen())
+	if err := tm.poll(20*time.Second, what, ok); err != nil {
+		tm.t.Fatal(err)
 	}
 }
 
@@ -345,7 +342,7 @@ func (tm *tmuxTUI) press(key, what string, ok func(string) bool) {
 	tm.t.Helper()
 	for range 3 {
 		tm.sendKeys(key)
-		if tm.poll(5*time.Second, ok) {
+		if tm.poll(5*time.Second, what, ok) == nil {
 			return
 		}
 	}
@@ -355,12 +352,10 @@ func (tm *tmuxTUI) press(key, what string, ok func(string) bool) {
 // waitExit waits for the TUI process to end (its tmux session closes).
 func (tm *tmuxTUI) waitExit() {
 	tm.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(tm.t, 10*time.Second, 50*time.Millisecond, "the TUI to quit on q", func() error {
 		if _, err := tm.tmux("has-session", "-t", "tui"); err != nil {
-			return
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	tm.t.Fatalf("the TUI did not quit on q; the screen shows:\n%s", tm.screen())
+		return fmt.Errorf("the screen shows:\n%s", tm.screen())
+	})
 }

@@ -32,16 +32,17 @@ const workersEvery = 5 * time.Second
 type workersModel struct {
 	Common
 	outbox
-	active   bool
-	workers  []rpc.Worker
-	nav      listNav
-	loaded   bool
-	inflight bool
-	dirty    bool
-	ticking  bool
+	listLoad
+	workers []rpc.Worker
+	nav     listNav
+	ticking bool
 }
 
-func newWorkers(c Common) *workersModel { return &workersModel{Common: c} }
+func newWorkers(c Common) *workersModel {
+	m := &workersModel{Common: c}
+	m.listLoad.read = m.fetch
+	return m
+}
 
 // Title is the screen name.
 func (m *workersModel) Title() string { return "Workers" }
@@ -71,10 +72,11 @@ func (m *workersModel) Capturing() bool { return false }
 // Back never consumes esc.
 func (m *workersModel) Back() bool { return false }
 
-// Focus loads the workers and starts the slow refresh.
+// Focus loads the workers (every time: they change without events) and
+// starts the slow refresh.
 func (m *workersModel) Focus() tea.Cmd {
-	m.active, m.dirty = true, true
-	cmds := []tea.Cmd{m.plan()}
+	m.dirty = true
+	cmds := []tea.Cmd{m.listLoad.Focus()}
 	if !m.ticking {
 		m.ticking = true
 		cmds = append(cmds, tea.Tick(workersEvery, func(time.Time) tea.Msg { return workersTickMsg{} }))
@@ -82,14 +84,8 @@ func (m *workersModel) Focus() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// Blur is called when the screen is hidden.
-func (m *workersModel) Blur() { m.active = false }
-
-func (m *workersModel) plan() tea.Cmd {
-	if !m.active || !m.dirty || m.inflight {
-		return nil
-	}
-	m.inflight, m.dirty = true, false
+// fetch reads workers.list.
+func (m *workersModel) fetch() tea.Cmd {
 	client := m.Client
 	return func() tea.Msg {
 		cx, cancel := ctx()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/internal/testing/testagents"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -123,13 +124,10 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	var next int
-	deadline := time.Now().Add(10 * time.Second)
-	for next = leaderOrNone(ta); next < 0 || next == old || !testagents.RaftNode(ta.Agents[next]).LoopsRunning(); next = leaderOrNone(ta) {
-		if time.Now().After(deadline) {
-			t.Fatal("no new leader after the transfer")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.EventuallyTrue(t, 10*time.Second, 10*time.Millisecond, "a new leader after the transfer", func() bool {
+		next = leaderOrNone(ta)
+		return next >= 0 && next != old && testagents.RaftNode(ta.Agents[next]).LoopsRunning()
+	})
 	if q := queueNamed(t, c, "aq"); q.Concurrency != 4 || q.Auto == nil {
 		t.Fatalf("after the failover: %+v, want auto with the cap 4 the old leader set", q)
 	}
@@ -198,21 +196,17 @@ func queueNamed(t *testing.T, c *rpc.Client, name string) rpc.Queue {
 // for at most 10 s.
 func waitCap(t *testing.T, c *rpc.Client, name string, ok func(int) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	var caps []int
-	for {
+	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, "queue "+name+" to reach "+what, func() error {
 		q := queueNamed(t, c, name)
 		if len(caps) == 0 || caps[len(caps)-1] != q.Concurrency {
 			caps = append(caps, q.Concurrency)
 		}
 		if ok(q.Concurrency) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %s never reached %s; caps seen %v", name, what, caps)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("caps seen %v", caps)
+	})
 }
 
 func leaderIndex(t *testing.T, ta *testagents.Cluster) int {

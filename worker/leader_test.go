@@ -4,13 +4,15 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/flowd/flowd/internal/testing/testagents"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowd/flowd/internal/testing/testagents"
+	"github.com/flowd/flowd/internal/testing/testutil"
 
 	"github.com/flowd/flowd/daemon"
 	"github.com/flowd/flowd/fsm/domain"
@@ -162,19 +164,18 @@ func TestWorkerAndClientTalkToTheLeaderAndFollowIt(t *testing.T) {
 			live = append(live, i)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for phases := 1; ; phases++ {
+	phases := 0
+	testutil.Eventually(t, 30*time.Second, 0, "a phase with every leader-bound request on the new leader", func() error {
+		phases++
 		var stable bool
 		deltas, leader, stable = e.phase(ta, live, 2)
 		if stable && clean(deltas, leader, 2) {
 			t.Logf("re-routed to %s within %d phase(s)", nodeID(ta.Agents[leader]), phases)
-			break
+			return nil
 		}
 		t.Logf("phase %d after the failover: %v (leader %d)", phases, deltas, leader)
-		if time.Now().After(deadline) {
-			t.Fatalf("no phase with every leader-bound request on the new leader: %v (leader %d)", deltas, leader)
-		}
-	}
+		return fmt.Errorf("%v (leader %d)", deltas, leader)
+	})
 	if node, _ := c.Leader(); node != nodeID(ta.Agents[leader]) || node == nodeID(ta.Agents[old]) {
 		t.Fatalf("client routes to %q after the failover, leader is %s", node, nodeID(ta.Agents[leader]))
 	}

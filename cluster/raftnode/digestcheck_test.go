@@ -13,19 +13,8 @@ import (
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/store"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
-
-// waitFor polls cond (state of in-process nodes) until it holds or 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func noDigestLoop(c *Config) { c.DigestInterval = -1 }
 
@@ -46,7 +35,7 @@ func TestDigestCheckFindsADivergedFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the damaged follower to notice", func() bool { return bad.Diverged() != "" })
+	testutil.EventuallyTrue(t, 10*time.Second, 5*time.Millisecond, "the damaged follower to notice", func() bool { return bad.Diverged() != "" })
 	msg := bad.Health()
 	for _, want := range []string{"diverged", "rebuild", "--data-dir"} {
 		if !strings.Contains(msg, want) {
@@ -99,7 +88,7 @@ func TestDigestLoopRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 1})
-	waitFor(t, "the loop's check", func() bool { return bad.Diverged() != "" })
+	testutil.EventuallyTrue(t, 10*time.Second, 5*time.Millisecond, "the loop's check", func() bool { return bad.Diverged() != "" })
 }
 
 // failingStore fails every commit once armed.

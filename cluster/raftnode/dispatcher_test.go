@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // oneNodeLeader starts a one-node test cluster and returns its leader once
@@ -114,20 +115,13 @@ func TestResentClaimGetsTheLeaseItsFirstDeliveryGaveUpOn(t *testing.T) {
 				close(gate)
 			} else {
 				close(gate)
-				deadline := time.Now().Add(5 * time.Second)
-				for {
+				testutil.EventuallyTrue(t, 5*time.Second, time.Millisecond, "the first delivery's entry to lease the task", func() bool {
 					got, err := l.fsm.ClaimedBy(w.WorkerID, w.RequestID)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if len(got) > 0 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("the first delivery's entry never leased the task")
-					}
-					time.Sleep(time.Millisecond)
-				}
+					return len(got) > 0
+				})
 				resend()
 			}
 			out := <-resent

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // A survivor of a lost majority is recovered offline, with its state intact
@@ -192,16 +193,17 @@ func TestRecoverRefusesARunningNode(t *testing.T) {
 
 func waitSnapshot(t *testing.T, n *Node) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if metas, _ := n.cfg.SnapshotStore.List(); len(metas) > 0 {
-			if first, _ := n.cfg.LogStore.FirstIndex(); first > 1 {
-				return
-			}
+	// raft's snapshot timer
+	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, "a snapshot and compaction (without them the compacted case would test nothing)", func() error {
+		metas, _ := n.cfg.SnapshotStore.List()
+		if len(metas) == 0 {
+			return errors.New("no snapshot")
 		}
-		time.Sleep(20 * time.Millisecond) // raft's snapshot timer
-	}
-	t.Fatal("no snapshot and compaction within 10s; the compacted case would test nothing")
+		if first, _ := n.cfg.LogStore.FirstIndex(); first <= 1 {
+			return fmt.Errorf("a snapshot, but the log still starts at %d", first)
+		}
+		return nil
+	})
 }
 
 func offlineDigest(t *testing.T, cfg Config) string {

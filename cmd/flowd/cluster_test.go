@@ -31,7 +31,7 @@ type testCluster struct {
 
 func freePort(t testing.TB) int { return testutil.Port(t) }
 
-func startCluster(t *testing.T) *testCluster {
+func startCluster(t testing.TB) *testCluster {
 	t.Helper()
 	ac := testagents.Start(t, 3, discardLogger)
 	tc := &testCluster{agents: ac.Agents, stops: ac.Stops, eps: ac.Eps, addr: strings.Join(ac.Eps, ","), dir: ac.Dir}
@@ -65,12 +65,12 @@ func (r result) String() string {
 }
 
 // flowd runs the app against the cluster.
-func (tc *testCluster) flowd(t *testing.T, args ...string) result {
+func (tc *testCluster) flowd(t testing.TB, args ...string) result {
 	t.Helper()
 	return tc.flowdIn(t, nil, args...)
 }
 
-func (tc *testCluster) flowdIn(t *testing.T, stdin io.Reader, args ...string) result {
+func (tc *testCluster) flowdIn(t testing.TB, stdin io.Reader, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	all := append([]string{"flowd", "--addr", tc.addr}, args...)
@@ -79,7 +79,7 @@ func (tc *testCluster) flowdIn(t *testing.T, stdin io.Reader, args ...string) re
 }
 
 // must runs and requires exit code want.
-func (tc *testCluster) must(t *testing.T, want int, args ...string) result {
+func (tc *testCluster) must(t testing.TB, want int, args ...string) result {
 	t.Helper()
 	r := tc.flowd(t, args...)
 	if r.code != want {
@@ -88,7 +88,7 @@ func (tc *testCluster) must(t *testing.T, want int, args ...string) result {
 	return r
 }
 
-func (tc *testCluster) client(t *testing.T) *rpc.Client {
+func (tc *testCluster) client(t testing.TB) *rpc.Client {
 	t.Helper()
 	c, err := rpc.NewClient(tc.eps, rpc.ClientOptions{Logger: discardLogger})
 	if err != nil {
@@ -101,7 +101,7 @@ func (tc *testCluster) client(t *testing.T) *rpc.Client {
 // startWorker runs a tiny worker: it claims tasks of the given types and
 // completes them (echo, undo: the input as result) or fails them (fail:
 // not retryable). It stops when the test ends.
-func (tc *testCluster) startWorker(t *testing.T, types ...string) {
+func (tc *testCluster) startWorker(t testing.TB, types ...string) {
 	t.Helper()
 	c := tc.client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,7 +132,7 @@ func (tc *testCluster) startWorker(t *testing.T, types ...string) {
 
 // completeOne claims one task of type typ (as another worker) and
 // completes it.
-func (tc *testCluster) completeOne(t *testing.T, typ string) rpc.Claimed {
+func (tc *testCluster) completeOne(t testing.TB, typ string) rpc.Claimed {
 	t.Helper()
 	c := tc.client(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -164,7 +164,7 @@ func writeFile(t *testing.T, name, content string) string {
 
 // submitID submits a workflow (no wait) with --output json and returns the
 // run id.
-func (tc *testCluster) submitID(t *testing.T, file string, args ...string) string {
+func (tc *testCluster) submitID(t testing.TB, file string, args ...string) string {
 	t.Helper()
 	r := tc.must(t, 0, append(append([]string{"submit", file}, args...), "--output", "json")...)
 	var v struct {
@@ -182,7 +182,7 @@ func (tc *testCluster) submitID(t *testing.T, file string, args ...string) strin
 
 // sync waits until every agent has applied what the leader has: a read
 // after a write then sees the write whichever agent serves it.
-func (tc *testCluster) sync(t *testing.T) {
+func (tc *testCluster) sync(t testing.TB) {
 	t.Helper()
 	var idx uint64
 	for _, a := range tc.agents {
@@ -198,7 +198,7 @@ func (tc *testCluster) sync(t *testing.T) {
 // returns before the follower has applied it (see the report on
 // daemon.onLeader), so a test that acts on a run right after creating it
 // waits for that first.
-func (tc *testCluster) waitApplied(t *testing.T, index uint64) {
+func (tc *testCluster) waitApplied(t testing.TB, index uint64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -293,5 +293,3 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string, w *signalWriter) {
 		t.Fatalf("timed out waiting for %s; output so far:\n%s", what, w.String())
 	}
 }
-
-const callTimeoutForTests = 10 * time.Second

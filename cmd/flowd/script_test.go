@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"testing"
 	"time"
@@ -23,20 +24,27 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScripts runs testdata/script/*.txtar: the offline commands.
+// TestScripts runs testdata/script/*.txtar: the offline commands, and the
+// client commands against a cluster a script starts (script_cluster_test.go).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"mksnapshot": cmdMakeSnapshot,
-		},
+		Dir:  "testdata/script",
+		Cmds: scriptCmds(),
 		Setup: func(env *testscript.Env) error {
 			// No agent is reachable from a script unless it starts one.
 			env.Setenv("FLOWD_ADDR", "unix://"+env.WorkDir+"/none.sock")
 			env.Setenv("NO_COLOR", "1")
-			return nil
+			return setupScriptState(env)
 		},
 	})
+}
+
+func scriptCmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
+	cmds := map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"mksnapshot": cmdMakeSnapshot,
+	}
+	maps.Copy(cmds, clusterCmds)
+	return cmds
 }
 
 // cmdMakeSnapshot writes a snapshot file of an in-memory state machine with

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -201,14 +202,15 @@ type stateOf struct {
 
 func snapshotState(t *testing.T, c *cluster) stateOf {
 	t.Helper()
-	ds := digests(t, c)
-	for deadline := time.Now().Add(10 * time.Second); ds["n1"].AppliedIndex != ds["n2"].AppliedIndex || ds["n2"].AppliedIndex != ds["n3"].AppliedIndex; {
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas did not settle: %+v", ds)
-		}
-		time.Sleep(50 * time.Millisecond) // readiness polling of external processes
+	var ds map[string]rpc.DigestResult
+	// readiness polling of external processes
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, "the replicas to settle", func() error {
 		ds = digests(t, c)
-	}
+		if ds["n1"].AppliedIndex == ds["n2"].AppliedIndex && ds["n2"].AppliedIndex == ds["n3"].AppliedIndex {
+			return nil
+		}
+		return fmt.Errorf("%+v", ds)
+	})
 	if ds["n1"].Digest != ds["n2"].Digest || ds["n2"].Digest != ds["n3"].Digest {
 		t.Fatalf("replicas differ at index %d: %+v", ds["n1"].AppliedIndex, ds)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -335,15 +336,13 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 	// applied what the leader had when it answered. (Not "applied =
 	// commit": barriers are log entries the state machine never sees.)
 	for _, a := range fresh.agents {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var st *rpc.ClusterStatus
-		for st = fresh.status(a); st == nil || st.AppliedIndex < restored.AppliedIndex; st = fresh.status(a) {
-			if ctx.Err() != nil {
-				t.Fatalf("%s did not catch up: %+v", a.id, st)
+		// polling another process
+		testutil.Eventually(t, 30*time.Second, 20*time.Millisecond, a.id+" to catch up", func() error {
+			if st := fresh.status(a); st == nil || st.AppliedIndex < restored.AppliedIndex {
+				return fmt.Errorf("%+v", st)
 			}
-			time.Sleep(20 * time.Millisecond) // polling another process
-		}
-		cancel()
+			return nil
+		})
 		got := allRuns(t, fresh.client(a))
 		if len(got) != len(want) {
 			t.Fatalf("%s holds %d runs after the restore, want %d", a.id, len(got), len(want))
@@ -529,8 +528,7 @@ func TestScheduledSnapshotsAndRetention(t *testing.T) {
 	}
 	// Wait (polling the agent's directory and log: another process) until
 	// four were taken and the newest two are what is kept.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, "four snapshots taken and the newest two kept", func() error {
 		l, s := logged(), scheduled()
 		if len(l) >= 4 && len(s) == 2 && s[1] == l[len(l)-1] {
 			if s[0] != l[len(l)-2] {
@@ -541,13 +539,10 @@ func TestScheduledSnapshotsAndRetention(t *testing.T) {
 					t.Fatalf("%s was not removed (%v)", gone, err)
 				}
 			}
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s: logged %v, directory holds %v", l, s)
-		}
-		time.Sleep(50 * time.Millisecond) // polling another process
-	}
+		return fmt.Errorf("logged %v, directory holds %v", l, s)
+	})
 	for _, n := range others {
 		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
 			t.Fatalf("retention removed %s, which the scheduler did not write: %v", n, err)

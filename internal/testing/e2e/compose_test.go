@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -96,19 +97,20 @@ func TestComposeUp(t *testing.T) {
 	// An admin token, made on n1's socket (the agent's own user is admin
 	// there); it needs a leader, so it is retried until one is elected.
 	var tok rpc.ACLTokenCreateResult
-	var err error
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		var out string
-		if out, err = compose("exec", "-T", "n1", "/flowd", "-o", "json", "acl", "token", "create", "--role", "admin", "--name", "compose-test"); err == nil {
-			if err = json.Unmarshal([]byte(out), &tok); err == nil && tok.Secret != "" {
-				break
-			}
+	// readiness polling of containers
+	testutil.Eventually(t, 90*time.Second, time.Second, "an admin token from n1", func() error {
+		out, err := compose("exec", "-T", "n1", "/flowd", "-o", "json", "acl", "token", "create", "--role", "admin", "--name", "compose-test")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no admin token from n1 within 90s: %v", err)
+		if err := json.Unmarshal([]byte(out), &tok); err != nil {
+			return err
 		}
-		time.Sleep(time.Second) // readiness polling of containers
-	}
+		if tok.Secret == "" {
+			return errors.New("a token without a secret")
+		}
+		return nil
+	})
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	id := strings.TrimSpace(must(compose("ps", "-q", "n1")))
 	must(run(root, nil, "docker", "cp", id+":/tls/ca.pem", caFile))
@@ -133,7 +135,8 @@ func TestComposeUp(t *testing.T) {
 		clients = append(clients, dial(tok.Secret, a))
 	}
 	var leader string
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	// readiness polling of containers
+	testutil.Eventually(t, 60*time.Second, 500*time.Millisecond, "the agents to agree on a leader", func() error {
 		seen := map[string]bool{}
 		for _, c := range clients {
 			var st rpc.ClusterStatus
@@ -147,13 +150,10 @@ func TestComposeUp(t *testing.T) {
 			ccancel()
 		}
 		if len(seen) == 1 && !seen[""] {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agents do not agree on a leader within 60s: %v", seen)
-		}
-		time.Sleep(500 * time.Millisecond) // readiness polling of containers
-	}
+		return fmt.Errorf("leaders named: %v", seen)
+	})
 	elected := time.Since(began)
 	var st rpc.ClusterStatus
 	if err := dial("", addrs[0]).CallIdempotent(ctx, rpc.MethodClusterStatus, struct{}{}, &st); !errors.Is(err, rpc.ErrPermissionDenied) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // cliResult is one run of the flowd binary.
@@ -77,7 +79,8 @@ func TestDegradedClusterAnswers(t *testing.T) {
 	runID := between(r.out, `"short_id": "`, `"`)
 	// Every agent must hold the run before agents go (a commit needs only
 	// two of three): the stale read below shows it from the survivor.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// polling other processes' applied index
+	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, "the agents to converge", func() error {
 		var applied []uint64
 		for _, a := range c.agents {
 			if st := c.status(a); st != nil {
@@ -85,13 +88,10 @@ func TestDegradedClusterAnswers(t *testing.T) {
 			}
 		}
 		if len(applied) == 3 && applied[0] == applied[1] && applied[1] == applied[2] {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agents did not converge: applied %v", applied)
-		}
-		time.Sleep(20 * time.Millisecond) // polling other processes' applied index
-	}
+		return fmt.Errorf("applied %v", applied)
+	})
 
 	leader := c.waitLeader()
 	fs := c.followers(leader)

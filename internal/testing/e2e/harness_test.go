@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/flowd/flowd/internal/testing/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowd/flowd/internal/testing/testutil"
 
 	"github.com/flowd/flowd/rpc"
 )
@@ -206,20 +207,21 @@ func (c *cluster) status(a *agent) *rpc.ClusterStatus {
 // sockets are the only way to observe them.
 func (c *cluster) waitLeader(exclude ...*agent) *agent {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *agent
+	// readiness polling of external processes
+	testutil.EventuallyTrue(c.t, 20*time.Second, 50*time.Millisecond, "a leader", func() bool {
 		for _, a := range c.agents {
 			if contains(exclude, a) {
 				continue
 			}
 			if st := c.status(a); st != nil && st.State == "leader" {
-				return a
+				leader = a
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond) // readiness polling of external processes
-	}
-	c.t.Fatal("no leader within 20s")
-	return nil
+		return false
+	})
+	return leader
 }
 
 func contains(as []*agent, a *agent) bool {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -250,14 +251,12 @@ func TestReplaceDeadFollowerUnderLoad(t *testing.T) {
 // waitLog waits until an agent's log contains text (case-insensitive).
 func waitLog(t *testing.T, a *agent, text string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	// another process's log file
+	testutil.Eventually(t, d, 50*time.Millisecond, fmt.Sprintf("%s to log %q", a.id, text), func() error {
 		b, _ := os.ReadFile(a.dir + ".log")
 		if strings.Contains(strings.ToLower(string(b)), text) {
-			return
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond) // another process's log file
-	}
-	b, _ := os.ReadFile(a.dir + ".log")
-	t.Fatalf("%s never logged %q within %s:\n%s", a.id, text, d, tail(string(b), 20))
+		return fmt.Errorf("the log ends:\n%s", tail(string(b), 20))
+	})
 }

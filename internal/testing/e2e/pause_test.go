@@ -9,6 +9,7 @@ import (
 	"time"
 
 	raftnode "github.com/flowd/flowd/cluster"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // A leader whose process is descheduled for less than its lease (SIGSTOP
@@ -60,10 +61,11 @@ func TestLeaderSurvivesAPauseShorterThanItsLease(t *testing.T) {
 // reports itself leader, and returns it with its term.
 func (c *cluster) agreedLeader() (*agent, uint64) {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		var leader *agent
-		var term uint64
+	var leader *agent
+	var term uint64
+	// readiness polling of external processes
+	testutil.EventuallyTrue(c.t, 20*time.Second, 50*time.Millisecond, "the agents to agree on a leader", func() bool {
+		leader, term = nil, 0
 		var named []string
 		for _, a := range c.agents {
 			st := c.status(a)
@@ -79,13 +81,9 @@ func (c *cluster) agreedLeader() (*agent, uint64) {
 		for _, id := range named {
 			agree = agree && id == leader.id
 		}
-		if agree {
-			return leader, term
-		}
-		time.Sleep(50 * time.Millisecond) // readiness polling of external processes
-	}
-	c.t.Fatal("the agents did not agree on a leader within 20s")
-	return nil, 0
+		return agree
+	})
+	return leader, term
 }
 
 func (c *cluster) logSize(a *agent) int64 {

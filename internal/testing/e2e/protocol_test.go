@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -72,14 +73,17 @@ func sameState(t *testing.T, c *cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
+	// replication progress of external processes
+	testutil.Eventually(t, 20*time.Second, 50*time.Millisecond, "the agents to reach the same applied index", func() error {
 		var first *rpc.DigestResult
+		var applied []uint64
 		same := true
 		for _, a := range c.agents {
 			d, err := c.client(a).Digest(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
+			applied = append(applied, d.AppliedIndex)
 			if first == nil {
 				first = d
 			} else if d.AppliedIndex != first.AppliedIndex {
@@ -89,11 +93,10 @@ func sameState(t *testing.T, c *cluster) {
 			}
 		}
 		if same {
-			return
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond) // replication progress of external processes
-	}
-	t.Fatal("agents never reached the same applied index")
+		return fmt.Errorf("applied %v", applied)
+	})
 }
 
 func TestSubmitViaFollowerClaimViaAnother(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -218,14 +219,14 @@ func (c *cluster) waitCaughtUp(a, leader *agent) {
 	if ls == nil {
 		c.t.Fatalf("%s does not answer", leader.id)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if st := c.status(a); st != nil && st.State == "follower" && st.LeaderID == leader.id && st.AppliedIndex >= ls.CommitIndex {
-			return
+	// another process's replication
+	testutil.Eventually(c.t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("%s to catch up with %s (commit index %d)", a.id, leader.id, ls.CommitIndex), func() error {
+		st := c.status(a)
+		if st != nil && st.State == "follower" && st.LeaderID == leader.id && st.AppliedIndex >= ls.CommitIndex {
+			return nil
 		}
-		time.Sleep(50 * time.Millisecond) // another process's replication
-	}
-	c.t.Fatalf("%s did not catch up with %s (commit index %d) within 30s: %+v", a.id, leader.id, ls.CommitIndex, c.status(a))
+		return fmt.Errorf("%+v", st)
+	})
 }
 
 // stop ends an agent gracefully (SIGTERM) and waits for it to exit.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -69,17 +70,14 @@ func readyz(addr string) (int, string) {
 // waitReady polls an agent's /readyz until it answers 200.
 func waitReady(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// polling an external process
+	testutil.Eventually(t, 20*time.Second, 50*time.Millisecond, addr+" to be ready", func() error {
 		code, body := readyz(addr)
 		if code == 200 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never ready: %d %s", addr, code, body)
-		}
-		time.Sleep(50 * time.Millisecond) // polling an external process
-	}
+		return fmt.Errorf("%d %s", code, body)
+	})
 }
 
 // waitExit waits for an agent process to end and returns its exit code.

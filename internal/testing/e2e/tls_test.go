@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flowd/flowd/internal/testing/testutil"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flowd/flowd/internal/testing/testutil"
 
 	"github.com/hashicorp/raft"
 
@@ -163,14 +164,15 @@ func TestTLSAttackersAreRefused(t *testing.T) {
 	if after := c.status(target); after.Term != before.Term {
 		t.Fatalf("term moved %d -> %d", before.Term, after.Term)
 	}
-	ds := digests(t, c)
-	for deadline := time.Now().Add(10 * time.Second); ds["n1"].AppliedIndex != ds["n2"].AppliedIndex || ds["n2"].AppliedIndex != ds["n3"].AppliedIndex; {
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas did not settle: %+v", ds)
-		}
-		time.Sleep(50 * time.Millisecond) // readiness polling of external processes
+	var ds map[string]rpc.DigestResult
+	// readiness polling of external processes
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, "the replicas to settle", func() error {
 		ds = digests(t, c)
-	}
+		if ds["n1"].AppliedIndex == ds["n2"].AppliedIndex && ds["n2"].AppliedIndex == ds["n3"].AppliedIndex {
+			return nil
+		}
+		return fmt.Errorf("%+v", ds)
+	})
 	if ds["n1"].Digest != ds["n2"].Digest || ds["n2"].Digest != ds["n3"].Digest {
 		t.Fatalf("replicas differ: %+v", ds)
 	}
@@ -215,14 +217,15 @@ func TestTLSRotationOnSIGHUP(t *testing.T) {
 	// The reload is asynchronous to us: poll new connections until they
 	// present the new certificate.
 	var fwd, raftSerial string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	// polling another process for a visible effect
+	_ = testutil.Poll(10*time.Second, 20*time.Millisecond, "the new certificate", func() error {
 		fwd, _ = servedSerialOf(t, a.fwd, me)
 		raftSerial, _ = servedSerialOf(t, a.raft, me)
 		if fwd == want && raftSerial == want {
-			break
+			return nil
 		}
-		time.Sleep(20 * time.Millisecond) // polling another process for a visible effect
-	}
+		return errors.New("the old one is served")
+	})
 	if fwd != want || raftSerial != want || want == old {
 		t.Fatalf("after SIGHUP: forward serves %s, raft %s; want %s (old %s)", fwd, raftSerial, want, old)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -251,22 +253,21 @@ func (c *cluster) replace(a *agent, bin string) {
 // fsmVersions waits until every agent answers and returns each one's view.
 func (c *cluster) fsmVersions(want func(*rpc.FSMVersion) bool) map[string]rpc.FSMVersion {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out := map[string]rpc.FSMVersion{}
+	var out map[string]rpc.FSMVersion
+	// polling external processes
+	testutil.Eventually(c.t, 20*time.Second, 50*time.Millisecond, "every agent's state-machine version", func() error {
+		out = map[string]rpc.FSMVersion{}
 		for _, a := range c.agents {
 			if st := c.status(a); st != nil && st.FSMVersion != nil && want(st.FSMVersion) {
 				out[a.id] = *st.FSMVersion
 			}
 		}
 		if len(out) == len(c.agents) {
-			return out
+			return nil
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("versions after 20s: %v", out)
-		}
-		time.Sleep(50 * time.Millisecond) // polling external processes
-	}
+		return fmt.Errorf("versions %v", out)
+	})
+	return out
 }
 
 // submitProbe submits a run through a and returns its labels as each

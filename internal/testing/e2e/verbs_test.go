@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -262,14 +263,15 @@ func TestQueueCapUnderFiftyClaimers(t *testing.T) {
 		t.Fatalf("%d of %d tasks completed", count, runs)
 	}
 	// Let the stream catch up with the last completion.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	_ = testutil.Poll(10*time.Second, 20*time.Millisecond, "the stream's last event", func() error {
 		mu.Lock()
 		n := seen
 		mu.Unlock()
 		if n >= 2*runs {
-			break
+			return nil
 		}
-	}
+		return fmt.Errorf("%d of %d events seen", n, 2*runs)
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if violation != nil {

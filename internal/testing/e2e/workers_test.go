@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -77,17 +79,17 @@ func (w *workerProc) lines() []string {
 // waitJournal waits until the journal has a line containing want.
 func (w *workerProc) waitJournal(t testing.TB, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, l := range w.lines() {
+	// watching another process's file
+	testutil.Eventually(t, 20*time.Second, 25*time.Millisecond, fmt.Sprintf("the journal to show %q", want), func() error {
+		lines := w.lines()
+		for _, l := range lines {
 			if strings.Contains(l, want) {
-				return
+				return nil
 			}
 		}
-		time.Sleep(25 * time.Millisecond) // watching another process's file
-	}
-	b, _ := os.ReadFile(w.journal + ".log")
-	t.Fatalf("journal never showed %q: %v\nworker log:\n%s", want, w.lines(), tail(string(b), 20))
+		b, _ := os.ReadFile(w.journal + ".log")
+		return fmt.Errorf("journal %v\nworker log:\n%s", lines, tail(string(b), 20))
+	})
 }
 
 func submit(t testing.TB, c *rpc.Client, wf json.RawMessage) string {
@@ -159,13 +161,10 @@ func TestWorkerSIGTERMFinishesTask(t *testing.T) {
 func waitAcked(t *testing.T, cl *rpc.Client, id string) {
 	t.Helper()
 	first := task(t, cl, id).LeaseExpiresAt
-	deadline := time.Now().Add(10 * time.Second)
-	for task(t, cl, id).LeaseExpiresAt.Equal(first) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no heartbeat within 10s", id)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the replicated state
-	}
+	// polling the replicated state
+	testutil.EventuallyTrue(t, 10*time.Second, 20*time.Millisecond, id+"'s first heartbeat", func() bool {
+		return !task(t, cl, id).LeaseExpiresAt.Equal(first)
+	})
 }
 
 func TestWorkerSIGKILLLeaseExpiresOtherWorkerCompletes(t *testing.T) {

@@ -1,4 +1,3 @@
-// Package testutil holds helpers shared by tests.
 package testutil
 
 import (

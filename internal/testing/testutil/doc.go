@@ -1,0 +1,4 @@
+// Package testutil holds helpers shared by tests: free ports, certificates
+// (certs.go), polling until a deadline (eventually.go), and the layout rules
+// of the module's folders (layout_test.go).
+package testutil
