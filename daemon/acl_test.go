@@ -132,7 +132,7 @@ func TestACLTokensOnTheClientListener(t *testing.T) {
 
 	// A worker token may claim but not change settings.
 	wc := tokenClient(t, fs[1], certs, worker.Secret)
-	if _, err := wc.Claim(ctx, rpc.ClaimParams{WorkerID: "w1", WaitMS: 10}); err != nil {
+	if _, err := wc.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w1", WaitMS: 10}); err != nil {
 		t.Fatalf("claim with a worker token: %v", err)
 	}
 	var s rpc.Settings
@@ -158,7 +158,7 @@ func TestACLTokensOnTheClientListener(t *testing.T) {
 	// Tokens are replicated: with the leader gone, a follower still knows them.
 	_ = leader.Shutdown()
 	wc2 := tokenClient(t, fs[0], certs, worker.Secret)
-	if _, err := wc2.Claim(ctx, rpc.ClaimParams{WorkerID: "w2", WaitMS: 10}); err != nil {
+	if _, err := wc2.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w2", WaitMS: 10}); err != nil {
 		t.Fatalf("claim after the leader stopped: %v", err)
 	}
 
@@ -171,7 +171,7 @@ func TestACLTokensOnTheClientListener(t *testing.T) {
 	// with the deleted token); either way the call fails.
 	testutil.EventuallyTrue(t, 5*time.Second, 0, "the deleted token's connection to be refused (it is still served)", func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, time.Second)
-		_, err := wc.Claim(cctx, rpc.ClaimParams{WorkerID: "w1", WaitMS: 10})
+		_, err := wc.TaskClaim(cctx, rpc.ClaimParams{WorkerID: "w1", WaitMS: 10})
 		ccancel()
 		return err != nil
 	})

@@ -92,27 +92,27 @@ func TestSubmitClaimCompleteThroughFollowers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c1, c2 := client(t, fs[0]), client(t, fs[len(fs)-1])
-	res, err := c1.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"pair","tasks":[{"key":"a","type":"echo"},{"key":"b","type":"echo","deps":["a"]}]}`)})
+	res, err := c1.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"pair","tasks":[{"key":"a","type":"echo"},{"key":"b","type":"echo","deps":["a"]}]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		tasks, err := c2.Claim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 5000})
+		tasks, err := c2.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 5000})
 		if err != nil || len(tasks) != 1 {
 			t.Fatalf("claim: %v %v", tasks, err)
 		}
-		ack, err := c2.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken, Result: json.RawMessage(`{"ok":true}`)})
+		ack, err := c2.TaskComplete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken, Result: json.RawMessage(`{"ok":true}`)})
 		if err != nil || !ack.Accepted {
 			t.Fatalf("complete: %v %v", ack, err)
 		}
 	}
-	w, err := c1.WaitRun(ctx, res.ID, 5000)
+	w, err := c1.RunWait(ctx, res.ID, 5000)
 	if err != nil || !w.Done || w.Run.State != domain.RunSucceeded {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
 	// A follower forwards a submit unparsed; the leader's validation
 	// answer comes back whole (code, problems with code and path).
-	_, err = c1.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t","deps":["b"]},{"key":"b","type":"t","deps":["a"]}]}`)})
+	_, err = c1.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t","deps":["b"]},{"key":"b","type":"t","deps":["a"]}]}`)})
 	var se *domain.SpecError
 	if !errors.As(err, &se) || len(se.Problems) != 1 || se.Problems[0].Code != "cycle" || se.Problems[0].Path != "tasks[0].deps" {
 		t.Fatalf("cyclic spec through a follower: %v (%#v)", err, se)
@@ -158,7 +158,7 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A proposal makes raft emit its commit metrics.
-	if _, err := client(t, a).Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+	if _, err := client(t, a).RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	get := func(path string) (int, string) {
@@ -207,7 +207,7 @@ func TestMetricsFollowPrometheusNaming(t *testing.T) {
 	}
 	// Commits make raft and raft-boltdb report their timings, sizes and counts.
 	for range 3 {
-		if _, err := client(t, a).Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+		if _, err := client(t, a).RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -262,10 +262,10 @@ func TestAbandonedForwardedClaimIsDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := client(t, leader)
-	if _, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+	if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "real", WaitMS: 3000})
+	got, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "real", WaitMS: 3000})
 	if err != nil || len(got) != 1 || got[0].Attempt != 1 {
 		t.Fatalf("claim after the ghost left: %+v %v", got, err)
 	}
@@ -280,20 +280,20 @@ func TestCompleteWithClaimThroughFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := client(t, fs[0])
-	if _, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"},{"key":"b","type":"t"}]}`)}); err != nil {
+	if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"},{"key":"b","type":"t"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
-	first, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "w", Types: []string{"t"}, WaitMS: 5000})
+	first, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w", Types: []string{"t"}, WaitMS: 5000})
 	if err != nil || len(first) != 1 {
 		t.Fatalf("claim: %v %v", first, err)
 	}
-	_, err = c.CompleteAndClaim(ctx, rpc.CompleteParams{TaskID: first[0].TaskID, FencingToken: first[0].FencingToken,
+	_, err = c.TaskCompleteAndClaim(ctx, rpc.CompleteParams{TaskID: first[0].TaskID, FencingToken: first[0].FencingToken,
 		Claim: &rpc.ClaimParams{WorkerID: "w", Max: 1, WaitMS: 10}})
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams || !strings.Contains(re.Message, "task.claim") {
 		t.Fatalf("claim with wait_ms: %v", err)
 	}
-	ack, err := c.CompleteAndClaim(ctx, rpc.CompleteParams{TaskID: first[0].TaskID, FencingToken: first[0].FencingToken,
+	ack, err := c.TaskCompleteAndClaim(ctx, rpc.CompleteParams{TaskID: first[0].TaskID, FencingToken: first[0].FencingToken,
 		Result: json.RawMessage(`1`), Claim: &rpc.ClaimParams{WorkerID: "w", Types: []string{"t"}, Max: 4}})
 	if err != nil || !ack.Accepted || len(ack.Tasks) != 1 || ack.Tasks[0].TaskID == first[0].TaskID {
 		t.Fatalf("complete with claim: %+v %v", ack, err)
@@ -301,7 +301,7 @@ func TestCompleteWithClaimThroughFollower(t *testing.T) {
 	if ack.Tasks[0].FencingToken != ack.Index {
 		t.Fatalf("next task's token %d, want the completion's entry %d", ack.Tasks[0].FencingToken, ack.Index)
 	}
-	done, err := c.Complete(ctx, rpc.CompleteParams{TaskID: ack.Tasks[0].TaskID, FencingToken: ack.Tasks[0].FencingToken})
+	done, err := c.TaskComplete(ctx, rpc.CompleteParams{TaskID: ack.Tasks[0].TaskID, FencingToken: ack.Tasks[0].FencingToken})
 	if err != nil || !done.Accepted {
 		t.Fatalf("complete the claimed task: %+v %v", done, err)
 	}
@@ -318,12 +318,12 @@ func TestReadFenceAcrossConnections(t *testing.T) {
 	defer cancel()
 	writer := client(t, fs[0])
 	for i := range 20 {
-		res, err := writer.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
+		res, err := writer.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		reader := client(t, fs[0]) // a new connection each time
-		r, err := reader.GetRun(ctx, res.ID)
+		r, err := reader.RunGet(ctx, res.ID)
 		if err != nil || r.ID != res.ID {
 			t.Fatalf("submit %d: read on another connection to the same follower: %+v %v", i, r, err)
 		}

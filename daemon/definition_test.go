@@ -60,37 +60,37 @@ func TestDefinitionsThroughAFollower(t *testing.T) {
 	}
 
 	// Submit by name: the latest version runs (a worker of v2's type gets it).
-	sub, err := c.Submit(ctx, rpc.SubmitParams{Definition: "etl", Labels: map[string]string{"team": "data"}})
+	sub, err := c.RunSubmit(ctx, rpc.SubmitParams{Definition: "etl", Labels: map[string]string{"team": "data"}})
 	if err != nil || !sub.Created {
 		t.Fatalf("submit by definition: %+v %v", sub, err)
 	}
-	tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "w", Types: []string{"v2"}, WaitMS: 5000})
+	tasks, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w", Types: []string{"v2"}, WaitMS: 5000})
 	if err != nil || len(tasks) != 1 || tasks[0].RunID != sub.ID {
 		t.Fatalf("claim v2: %+v %v", tasks, err)
 	}
-	if ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken}); err != nil || !ack.Accepted {
+	if ack, err := c.TaskComplete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken}); err != nil || !ack.Accepted {
 		t.Fatalf("complete: %+v %v", ack, err)
 	}
-	w, err := c.WaitRun(ctx, sub.ID, 5000)
+	w, err := c.RunWait(ctx, sub.ID, 5000)
 	if err != nil || !w.Done || w.Run.State != domain.RunSucceeded {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
-	run, err := c.GetRun(ctx, sub.ID)
+	run, err := c.RunGet(ctx, sub.ID)
 	if err != nil || run.Definition != "etl" || run.DefinitionVersion != 2 || run.Workflow != "etl" || run.Spec == nil || run.Spec.Tasks[0].Type != "v2" {
 		t.Fatalf("run.get: %+v %v", run, err)
 	}
-	pinned, err := c.Submit(ctx, rpc.SubmitParams{Definition: "etl@1"})
+	pinned, err := c.RunSubmit(ctx, rpc.SubmitParams{Definition: "etl@1"})
 	if err != nil || !pinned.Created {
 		t.Fatalf("submit etl@1: %+v %v", pinned, err)
 	}
-	inline, err := c.Submit(ctx, rpc.SubmitParams{Workflow: wf("v1")})
+	inline, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf("v1")})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// run.list by definition (any version) and by name@version.
 	ids := func(def string) []string {
-		res, err := c.ListRuns(ctx, rpc.ListParams{Definition: def})
+		res, err := c.RunList(ctx, rpc.ListParams{Definition: def})
 		if err != nil {
 			t.Fatalf("list %s: %v", def, err)
 		}
@@ -108,16 +108,16 @@ func TestDefinitionsThroughAFollower(t *testing.T) {
 	}
 
 	// Exactly one of workflow and definition; unknown ones are not found.
-	if _, err := c.Submit(ctx, rpc.SubmitParams{Definition: "etl", Workflow: wf("v1")}); !errors.Is(err, domain.ErrInvalidArgument) {
+	if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Definition: "etl", Workflow: wf("v1")}); !errors.Is(err, domain.ErrInvalidArgument) {
 		t.Fatalf("both: %v", err)
 	}
-	if _, err := c.Submit(ctx, rpc.SubmitParams{}); !errors.Is(err, domain.ErrInvalidArgument) {
+	if _, err := c.RunSubmit(ctx, rpc.SubmitParams{}); !errors.Is(err, domain.ErrInvalidArgument) {
 		t.Fatalf("neither: %v", err)
 	}
-	if _, err := c.Submit(ctx, rpc.SubmitParams{Definition: "nope"}); !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "flowd def") {
+	if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Definition: "nope"}); !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "flowd def") {
 		t.Fatalf("unknown definition: %v", err)
 	}
-	if _, err := c.Submit(ctx, rpc.SubmitParams{Definition: "etl@x"}); !errors.Is(err, domain.ErrInvalidArgument) {
+	if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Definition: "etl@x"}); !errors.Is(err, domain.ErrInvalidArgument) {
 		t.Fatalf("bad version: %v", err)
 	}
 }

@@ -53,10 +53,10 @@ func TestForwardedRequestPastItsDeadlineIsNotExecuted(t *testing.T) {
 		t.Fatalf("forward within its deadline: %v", err)
 	}
 	c := client(t, leader)
-	if _, err := c.GetRun(ctx, onTime); err != nil {
+	if _, err := c.RunGet(ctx, onTime); err != nil {
 		t.Fatalf("the forward within its deadline: %v", err)
 	}
-	if _, err := c.GetRun(ctx, late); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := c.RunGet(ctx, late); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the late forward was executed: %v", err)
 	}
 	// The envelope serves only the forwarded methods.
@@ -84,7 +84,7 @@ func TestForwardedCallCarriesItsCallersRoles(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != rpc.CodePermissionDenied {
 		t.Fatalf("a worker's forwarded settings.set: %v, want -32007", err)
 	}
-	if s, err := client(t, leader).Settings(ctx); err != nil || s.MaxRunningRuns != nil && *s.MaxRunningRuns == 3 {
+	if s, err := client(t, leader).SettingsGet(ctx); err != nil || s.MaxRunningRuns != nil && *s.MaxRunningRuns == 3 {
 		t.Fatalf("the refused settings.set took effect: %+v %v", s, err)
 	}
 	if err := conn.Call(ctx, methodForward, forwardCall{Method: rpc.MethodTaskHeartbeat, Params: rpc.HeartbeatParams{TaskID: "r/a", FencingToken: 1},

@@ -26,7 +26,7 @@ func holdClaim(t *testing.T, leader *Agent, c *rpc.Client, worker, typ string) <
 	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader holds no claim", func() bool { return leader.node.WaitingClaims() == 0 })
 	go func() {
 		start := time.Now()
-		got, err := c.Claim(context.Background(), rpc.ClaimParams{WorkerID: worker, Types: []string{typ}, WaitMS: 30000})
+		got, err := c.TaskClaim(context.Background(), rpc.ClaimParams{WorkerID: worker, Types: []string{typ}, WaitMS: 30000})
 		out <- claimOutcome{got, err, time.Since(start)}
 	}()
 	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader holds the claim of "+worker, func() bool { return leader.node.WaitingClaims() == 1 })
@@ -69,7 +69,7 @@ func TestHalfCloseRacingSubmitLeasesToNobody(t *testing.T) {
 		res := holdClaim(t, leader, c, "w-"+typ, typ)
 		submitted := make(chan string, 1)
 		go func() {
-			s, err := submitter.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"` + typ + `"}]}`)})
+			s, err := submitter.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"` + typ + `"}]}`)})
 			if err != nil {
 				t.Error(err)
 				submitted <- ""
@@ -89,7 +89,7 @@ func TestHalfCloseRacingSubmitLeasesToNobody(t *testing.T) {
 		if len(r.tasks) != 0 {
 			t.Fatalf("round %d: claim answered %+v", i, r.tasks)
 		}
-		tk, err := submitter.GetTask(ctx, id+"/a")
+		tk, err := submitter.TaskGet(ctx, id+"/a")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -206,7 +206,7 @@ func syncDir(dir string) error {
 // through a symbolic link, and only a regular file (O_NONBLOCK: a FIFO
 // planted there does not hang the open).
 func (a *Agent) openSnapshot(name string) (*os.File, string, error) {
-	dir, path, err := a.snapshotFile(rpc.MethodSnapshotRest, "reads", name)
+	dir, path, err := a.snapshotFile(rpc.MethodSnapshotRestore, "reads", name)
 	if err != nil {
 		return nil, "", err
 	}
@@ -243,7 +243,7 @@ func (a *Agent) snapshotRestore(ctx context.Context, p rpc.SnapshotParams) (rpc.
 	}
 	ctx, cancel := withTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return onLeader(ctx, a.proxy, rpc.MethodSnapshotRest, p, func(context.Context) (rpc.SnapshotResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodSnapshotRestore, p, func(context.Context) (rpc.SnapshotResult, error) {
 		var f *os.File
 		var path, sum string
 		if p.Transfer != "" {

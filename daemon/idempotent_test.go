@@ -31,40 +31,40 @@ func TestResentClaimAndSubmitAreIdempotent(t *testing.T) {
 		runID := newRunID()
 		sub := rpc.SubmitParams{ID: runID, Nonce: "n-" + runID, Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"` + typ + `"},{"key":"b","type":"` + typ + `"}]}`)}
 		for i, want := range []bool{true, true} {
-			res, err := c.Submit(ctx, sub)
+			res, err := c.RunSubmit(ctx, sub)
 			if err != nil || res.Created != want {
 				t.Fatalf("via %s: submit %d with the creating nonce: %+v %v, want created:%v", target.cfg.NodeID, i, res, err, want)
 			}
 		}
 		other := sub
 		other.Nonce = "someone-else"
-		if res, err := c.Submit(ctx, other); err != nil || res.Created {
+		if res, err := c.RunSubmit(ctx, other); err != nil || res.Created {
 			t.Fatalf("via %s: another call with the run's id: %+v %v, want created:false", target.cfg.NodeID, res, err)
 		}
 		p := rpc.ClaimParams{WorkerID: "w", Types: []string{typ}, Max: 1, RequestID: id}
-		first, err := c.Claim(ctx, p)
+		first, err := c.TaskClaim(ctx, p)
 		if err != nil || len(first) != 1 {
 			t.Fatalf("via %s: claim: %+v %v", target.cfg.NodeID, first, err)
 		}
 		p.WaitMS = 5000 // a re-sent long poll answers at once, too
-		again, err := c.Claim(ctx, p)
+		again, err := c.TaskClaim(ctx, p)
 		if err != nil || len(again) != 1 || again[0].TaskID != first[0].TaskID || again[0].FencingToken != first[0].FencingToken {
 			t.Fatalf("via %s: re-sent claim answered %+v %v, first %+v", target.cfg.NodeID, again, err, first)
 		}
-		tk, err := c.GetTask(ctx, first[0].TaskID)
+		tk, err := c.TaskGet(ctx, first[0].TaskID)
 		if err != nil || tk.Attempt != 1 || len(tk.Attempts) != 1 || !tk.Attempts[0].AckedAt.IsZero() {
 			t.Fatalf("via %s: task after a re-sent claim: %+v %v, want one unacknowledged attempt", target.cfg.NodeID, tk, err)
 		}
 		// A heartbeat acknowledges the claim; task.get shows when.
-		if ack, err := c.Heartbeat(ctx, first[0].TaskID, first[0].FencingToken); err != nil || !ack.Accepted {
+		if ack, err := c.TaskHeartbeat(ctx, first[0].TaskID, first[0].FencingToken); err != nil || !ack.Accepted {
 			t.Fatalf("via %s: heartbeat: %+v %v", target.cfg.NodeID, ack, err)
 		}
-		if tk, err = c.GetTask(ctx, first[0].TaskID); err != nil || tk.Attempts[0].AckedAt.IsZero() {
+		if tk, err = c.TaskGet(ctx, first[0].TaskID); err != nil || tk.Attempts[0].AckedAt.IsZero() {
 			t.Fatalf("via %s: acknowledged attempt shows no acked_at: %+v %v", target.cfg.NodeID, tk, err)
 		}
 		// The other task is still there for a new request.
 		p.RequestID, p.WaitMS = rpc.NewRequestID(), 0
-		if next, err := c.Claim(ctx, p); err != nil || len(next) != 1 || next[0].TaskID == first[0].TaskID {
+		if next, err := c.TaskClaim(ctx, p); err != nil || len(next) != 1 || next[0].TaskID == first[0].TaskID {
 			t.Fatalf("via %s: a new request: %+v %v", target.cfg.NodeID, next, err)
 		}
 	}

@@ -25,7 +25,7 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	reader, workerSide := client(t, fs[0]), client(t, fs[len(fs)-1])
-	res, err := reader.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(
+	res, err := reader.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(
 		`{"tasks":[{"key":"a","type":"nobody"},{"key":"b","type":"nobody"},{"key":"c","type":"served","queue":"q2"}]}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -34,12 +34,12 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 	// types count per queue.
 	go func() {
 		for ctx.Err() == nil {
-			_, _ = workerSide.Claim(ctx, rpc.ClaimParams{WorkerID: "other", Queues: []string{"elsewhere"}, Types: []string{"served"}, WaitMS: 200})
+			_, _ = workerSide.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "other", Queues: []string{"elsewhere"}, Types: []string{"served"}, WaitMS: 200})
 		}
 	}()
 	var run *rpc.Run
 	testutil.EventuallyTrue(t, 10*time.Second, 50*time.Millisecond, "waiting_for_worker names the ready tasks' types", func() bool {
-		if run, err = reader.GetRun(ctx, res.ID); err != nil {
+		if run, err = reader.RunGet(ctx, res.ID); err != nil {
 			t.Fatal(err)
 		}
 		return len(run.WaitingForWorker) > 0
@@ -50,7 +50,7 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 
 	// A worker takes one "nobody" task (through the other follower) and
 	// heartbeats it; the second one is still ready, but its type is served.
-	tasks, err := workerSide.Claim(ctx, rpc.ClaimParams{WorkerID: "w1", Types: []string{"nobody"}, Max: 1, WaitMS: 2000, Slots: 4})
+	tasks, err := workerSide.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w1", Types: []string{"nobody"}, Max: 1, WaitMS: 2000, Slots: 4})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("claim: %v %v", tasks, err)
 	}
@@ -58,7 +58,7 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for ctx.Err() == nil {
-			_, _ = workerSide.Heartbeat(ctx, tasks[0].TaskID, tasks[0].FencingToken)
+			_, _ = workerSide.TaskHeartbeat(ctx, tasks[0].TaskID, tasks[0].FencingToken)
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
@@ -66,7 +66,7 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 		}
 	}()
 	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the served type leaves waiting_for_worker", func() bool {
-		run, err = reader.GetRun(ctx, res.ID)
+		run, err = reader.RunGet(ctx, res.ID)
 		return err == nil && slices.Equal(run.WaitingForWorker, []string{"served"})
 	})
 	if run.WaitingForWorkerNote != "" {
@@ -74,7 +74,7 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 	}
 	// workers.list (through a follower) names the worker with its filter,
 	// slots and last claim.
-	wl, err := reader.Workers(ctx)
+	wl, err := reader.WorkersList(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestScheduleMethodsThroughAFollower(t *testing.T) {
 	if tr2, err := schedrpc.Trigger(ctx, c, schedrpc.TriggerParams{ID: "nightly", RunID: tr.RunID}); err != nil || tr2.Changed {
 		t.Fatalf("trigger again: %+v %v", tr2, err)
 	}
-	runs, err := c.ListRuns(ctx, rpc.ListParams{Labels: map[string]string{domain.ScheduleLabel: "nightly"}})
+	runs, err := c.RunList(ctx, rpc.ListParams{Labels: map[string]string{domain.ScheduleLabel: "nightly"}})
 	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].ID != tr.RunID || runs.Runs[0].Labels["team"] != "data" {
 		t.Fatalf("runs of the schedule: %+v %v", runs, err)
 	}

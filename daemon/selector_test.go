@@ -30,7 +30,7 @@ func TestRunListSelector(t *testing.T) {
 		"dev-web":   {"env": "dev", "team": "web", "spot": "yes"},
 		"bare":      nil,
 	} {
-		sub, err := c.Submit(ctx, rpc.SubmitParams{Workflow: wf, Labels: labels})
+		sub, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf, Labels: labels})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestRunListSelector(t *testing.T) {
 	list := func(p rpc.ListParams) []string {
 		t.Helper()
 		p.Consistent = true
-		res, err := c.ListRuns(ctx, p)
+		res, err := c.RunList(ctx, p)
 		if err != nil {
 			t.Fatalf("%+v: %v", p, err)
 		}
@@ -67,7 +67,7 @@ func TestRunListSelector(t *testing.T) {
 			t.Errorf("selector %q labels %v: %q, want %q", tc.p.Selector, tc.p.Labels, got, tc.want)
 		}
 	}
-	_, err := c.ListRuns(ctx, rpc.ListParams{Selector: "env=prod,=data"})
+	_, err := c.RunList(ctx, rpc.ListParams{Selector: "env=prod,=data"})
 	var re *rpc.Error
 	if !errors.Is(err, domain.ErrInvalidArgument) || !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams ||
 		!strings.Contains(err.Error(), `selector term 2 "=data": empty key`) {

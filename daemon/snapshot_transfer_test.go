@@ -26,7 +26,7 @@ func TestSnapshotTransferRoundTripThroughFollowers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c1, c2 := client(t, fs[0]), client(t, fs[1])
-	if _, err := c1.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"kept","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
+	if _, err := c1.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"kept","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var res rpc.SnapshotResult
@@ -84,7 +84,7 @@ func TestSnapshotTransferRoundTripThroughFollowers(t *testing.T) {
 		}
 	}
 	var rr rpc.SnapshotResult
-	err := c2.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: res.Bytes, SHA256: res.SHA256}, &rr)
+	err := c2.Call(ctx, rpc.MethodSnapshotRestore, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: res.Bytes, SHA256: res.SHA256}, &rr)
 	if err != nil || rr.Bytes != res.Bytes || rr.Node != leader.cfg.NodeID {
 		t.Fatalf("restore of the upload: %+v %v", rr, err)
 	}
@@ -113,7 +113,7 @@ func TestSnapshotUploadRefusedAfterLeaderChange(t *testing.T) {
 	if err := c.Call(ctx, rpc.MethodSnapshotSave, rpc.SnapshotParams{Path: "s1", Leader: true}, &res); err != nil {
 		t.Fatal(err)
 	}
-	later, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"later","tasks":[{"key":"a","type":"echo"}]}`)})
+	later, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"later","tasks":[{"key":"a","type":"echo"}]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +137,11 @@ func TestSnapshotUploadRefusedAfterLeaderChange(t *testing.T) {
 		}
 		fs[1].node.WaitLeaderChange(ctx, 100*time.Millisecond)
 	}
-	err = c.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: res.Bytes, SHA256: res.SHA256}, nil)
+	err = c.Call(ctx, rpc.MethodSnapshotRestore, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: res.Bytes, SHA256: res.SHA256}, nil)
 	if !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "the upload went to "+leader.cfg.NodeID) {
 		t.Fatalf("restore after the leader changed: %v", err)
 	}
-	if _, err := c.GetRun(ctx, later.ID); err != nil {
+	if _, err := c.RunGet(ctx, later.ID); err != nil {
 		t.Fatalf("something was restored: %v", err)
 	}
 	var ok rpc.OK

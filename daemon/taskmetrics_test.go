@@ -97,14 +97,14 @@ func runTasks(t *testing.T, a *Agent) {
 		`{"name":"wf-ok","tasks":[{"key":"a","type":"ok","queue":"mq"}]}`,
 		`{"name":"wf-bad","tasks":[{"key":"b","type":"bad","queue":"mq"}]}`,
 	} {
-		if _, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(spec)}); err != nil {
+		if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(spec)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "w1", Queues: []string{"mq"}, Max: 2, WaitMS: 2000})
+	got, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w1", Queues: []string{"mq"}, Max: 2, WaitMS: 2000})
 	for err == nil && len(got) < 2 {
 		var more []rpc.Claimed
-		more, err = c.Claim(ctx, rpc.ClaimParams{WorkerID: "w1", Queues: []string{"mq"}, Max: 2 - len(got), WaitMS: 2000})
+		more, err = c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w1", Queues: []string{"mq"}, Max: 2 - len(got), WaitMS: 2000})
 		got = append(got, more...)
 	}
 	if err != nil {
@@ -114,9 +114,9 @@ func runTasks(t *testing.T, a *Agent) {
 	for _, task := range got {
 		var ack *rpc.AckResult
 		if task.Type == "ok" {
-			ack, err = c.Complete(ctx, rpc.CompleteParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Result: json.RawMessage(`1`)})
+			ack, err = c.TaskComplete(ctx, rpc.CompleteParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Result: json.RawMessage(`1`)})
 		} else {
-			ack, err = c.Fail(ctx, rpc.FailParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Error: "boom", Retryable: &no})
+			ack, err = c.TaskFail(ctx, rpc.FailParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Error: "boom", Retryable: &no})
 		}
 		if err != nil || !ack.Accepted {
 			t.Fatalf("%s: ack %+v, %v", task.Type, ack, err)

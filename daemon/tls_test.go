@@ -137,7 +137,7 @@ func TestForwardPortRefusesNonMembers(t *testing.T) {
 	if err := conn.Call(ctx, rpc.MethodRunSubmit, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"ok","tasks":[{"key":"a","type":"echo"}]}`)}, &sub); err != nil || !sub.Created {
 		t.Fatalf("member's forwarded submit: %+v %v", sub, err)
 	}
-	for _, m := range []string{rpc.MethodClusterStats, rpc.MethodClusterStatus, rpc.MethodSettingsGet, rpc.MethodEventsSub, rpc.MethodRaftPeers} {
+	for _, m := range []string{rpc.MethodClusterStats, rpc.MethodClusterStatus, rpc.MethodSettingsGet, rpc.MethodEventsSubscribe, rpc.MethodRaftPeers} {
 		var e *rpc.Error
 		if err := conn.Call(ctx, m, map[string]any{"path": "/tmp/x"}, nil); !errors.As(err, &e) || e.Code != rpc.CodeMethodNotFound {
 			t.Fatalf("%s on the forwarding port: %v", m, err)
@@ -170,18 +170,18 @@ func TestTLSForwardingThroughFollowers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := client(t, fs[0])
-	res, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"one","tasks":[{"key":"a","type":"echo"}]}`)})
+	res, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"one","tasks":[{"key":"a","type":"echo"}]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 5000})
+	tasks, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 5000})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("claim: %v %v", tasks, err)
 	}
-	if ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken}); err != nil || !ack.Accepted {
+	if ack, err := c.TaskComplete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken}); err != nil || !ack.Accepted {
 		t.Fatalf("complete: %+v %v", ack, err)
 	}
-	if w, err := c.WaitRun(ctx, res.ID, 5000); err != nil || w.Run.State != domain.RunSucceeded {
+	if w, err := c.RunWait(ctx, res.ID, 5000); err != nil || w.Run.State != domain.RunSucceeded {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
 }

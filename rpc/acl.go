@@ -237,8 +237,8 @@ func (c *Client) ACLTokenCreate(ctx context.Context, role, name string) (*ACLTok
 	return call[ACLTokenCreateResult](ctx, c.Call, MethodACLTokenCreate, ACLTokenCreateParams{Role: role, Name: name})
 }
 
-// ACLTokens lists the tokens (never their secrets).
-func (c *Client) ACLTokens(ctx context.Context) (*ACLTokenListResult, error) {
+// ACLTokenList lists the tokens (never their secrets).
+func (c *Client) ACLTokenList(ctx context.Context) (*ACLTokenListResult, error) {
 	return call[ACLTokenListResult](ctx, c.CallIdempotent, MethodACLTokenList, struct{}{})
 }
 

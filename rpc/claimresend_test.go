@@ -97,18 +97,18 @@ func TestClaimAfterUnknownOutcomeResendsItsRequestID(t *testing.T) {
 	a, c := startClaimAgent(t)
 	p := ClaimParams{WorkerID: "w", Queues: []string{"q"}, Max: 4}
 	a.answer(unavailable())
-	if _, err := c.Claim(testCtx(t), p); err == nil {
+	if _, err := c.TaskClaim(testCtx(t), p); err == nil {
 		t.Fatal("the scripted -32004 was not returned")
 	}
 	lost := a.lastID(t)
-	if _, err := c.Claim(testCtx(t), p); err != nil {
+	if _, err := c.TaskClaim(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.lastID(t); got != lost {
 		t.Fatalf("the claim after an unknown outcome sent request id %q, want the lost claim's %q", got, lost)
 	}
 	// Answered: the next claim is a new one.
-	if _, err := c.Claim(testCtx(t), p); err != nil {
+	if _, err := c.TaskClaim(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.lastID(t); got == lost {
@@ -124,7 +124,7 @@ func TestClaimResendOnlyWhenItFits(t *testing.T) {
 	p := ClaimParams{WorkerID: "w", Queues: []string{"q"}, Max: 4}
 	fresh := func(name string, q ClaimParams, prev string) string {
 		t.Helper()
-		_, _ = c.Claim(testCtx(t), q)
+		_, _ = c.TaskClaim(testCtx(t), q)
 		got := a.lastID(t)
 		if got == prev {
 			t.Fatalf("%s: re-sent request id %q", name, got)
@@ -149,7 +149,7 @@ func TestClaimResendOnlyWhenItFits(t *testing.T) {
 	otherWorker := p
 	otherWorker.WorkerID = "w2"
 	fresh("other worker", otherWorker, lost)
-	if _, err := c.Claim(testCtx(t), p); err != nil { // w's memo is untouched by w2
+	if _, err := c.TaskClaim(testCtx(t), p); err != nil { // w's memo is untouched by w2
 		t.Fatal(err)
 	}
 	if got := a.lastID(t); got != lost {
@@ -164,13 +164,13 @@ func TestClaimResendOnlyWhenItFits(t *testing.T) {
 	lost = fresh("fourth loss", p, "")
 	own := p
 	own.RequestID = "mine"
-	if _, err := c.Claim(testCtx(t), own); err != nil {
+	if _, err := c.TaskClaim(testCtx(t), own); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.lastID(t); got != "mine" {
 		t.Fatalf("a claim with its own request id sent %q", got)
 	}
-	if _, err := c.Claim(testCtx(t), p); err != nil { // the memo outlived the caller's own id
+	if _, err := c.TaskClaim(testCtx(t), p); err != nil { // the memo outlived the caller's own id
 		t.Fatal(err)
 	}
 	if got := a.lastID(t); got != lost {
@@ -188,11 +188,11 @@ func TestClaimAfterUnavailableMovesToTheNextEndpoint(t *testing.T) {
 	c := routeClient(t, []string{cutEP, otherEP}, ClientOptions{Route: RouteAny})
 	p := ClaimParams{WorkerID: "w", Queues: []string{"q"}, Max: 4}
 	cut.answer(unavailable())
-	if _, err := c.Claim(testCtx(t), p); err == nil {
+	if _, err := c.TaskClaim(testCtx(t), p); err == nil {
 		t.Fatal("the scripted -32004 was not returned")
 	}
 	lost := cut.lastID(t)
-	if _, err := c.Claim(testCtx(t), p); err != nil {
+	if _, err := c.TaskClaim(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	if got := other.lastID(t); got != lost {
@@ -220,7 +220,7 @@ func TestClaimLeavesAStuckAgent(t *testing.T) {
 	c := routeClient(t, []string{stuckEP, otherEP}, ClientOptions{Route: RouteAny})
 	p := ClaimParams{WorkerID: "w", Queues: []string{"q"}, Max: 4, WaitMS: 100}
 	start := time.Now()
-	if _, err := c.Claim(testCtx(t), p); err != nil {
+	if _, err := c.TaskClaim(testCtx(t), p); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(start)

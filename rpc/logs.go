@@ -89,8 +89,8 @@ func (c *Client) TaskLogs(ctx context.Context, p TaskLogsParams) (*TaskLogsResul
 	return call[TaskLogsResult](ctx, c.CallIdempotent, MethodTaskLogs, p)
 }
 
-// HeartbeatWith extends a lease like Heartbeat, with the params' logs.
-func (c *Client) HeartbeatWith(ctx context.Context, p HeartbeatParams) (*AckResult, error) {
+// TaskHeartbeatWith extends a lease like Heartbeat, with the params' logs.
+func (c *Client) TaskHeartbeatWith(ctx context.Context, p HeartbeatParams) (*AckResult, error) {
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskHeartbeat, p)
 }
 

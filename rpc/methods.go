@@ -47,11 +47,11 @@ func (c *Client) Hello(ctx context.Context, client string) (*HelloResult, error)
 	return &out, nil
 }
 
-// Submit submits a workflow. p.ID should be set (a UUIDv7) so a retry after
+// RunSubmit submits a workflow. p.ID should be set (a UUIDv7) so a retry after
 // a failover cannot create the run twice; the CLI and SDK always set it.
 // The call's retries share one nonce (picked here unless set), so the
 // call that created the run learns it did even when a retry answers.
-func (c *Client) Submit(ctx context.Context, p SubmitParams) (*SubmitResult, error) {
+func (c *Client) RunSubmit(ctx context.Context, p SubmitParams) (*SubmitResult, error) {
 	if p.Nonce == "" {
 		p.Nonce = NewRequestID()
 	}
@@ -62,18 +62,18 @@ func (c *Client) Submit(ctx context.Context, p SubmitParams) (*SubmitResult, err
 // nonces): 64 random bits, short in the records.
 func NewRequestID() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
-// GetRun returns a run with its tasks.
-func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
+// RunGet returns a run with its tasks.
+func (c *Client) RunGet(ctx context.Context, id string) (*Run, error) {
 	return call[Run](ctx, c.CallIdempotent, MethodRunGet, IDParams{ID: id})
 }
 
-// ListRuns lists runs newest first.
-func (c *Client) ListRuns(ctx context.Context, p ListParams) (*ListResult, error) {
+// RunList lists runs newest first.
+func (c *Client) RunList(ctx context.Context, p ListParams) (*ListResult, error) {
 	return call[ListResult](ctx, c.CallIdempotent, MethodRunList, p)
 }
 
-// WaitRun blocks until the run is done or timeoutMS passes.
-func (c *Client) WaitRun(ctx context.Context, id string, timeoutMS int64) (*WaitResult, error) {
+// RunWait blocks until the run is done or timeoutMS passes.
+func (c *Client) RunWait(ctx context.Context, id string, timeoutMS int64) (*WaitResult, error) {
 	return call[WaitResult](ctx, c.CallIdempotent, MethodRunWait, WaitParams{ID: id, TimeoutMS: timeoutMS})
 }
 
@@ -82,8 +82,8 @@ func (c *Client) RunVerb(ctx context.Context, method, id, reason string) (*Chang
 	return call[ChangedResult](ctx, c.CallIdempotent, method, VerbParams{ID: id, Reason: reason})
 }
 
-// Replay starts a new run from a run's frozen spec.
-func (c *Client) Replay(ctx context.Context, p ReplayParams) (*SubmitResult, error) {
+// RunReplay starts a new run from a run's frozen spec.
+func (c *Client) RunReplay(ctx context.Context, p ReplayParams) (*SubmitResult, error) {
 	return call[SubmitResult](ctx, c.idempotentIf(p.NewID != ""), MethodRunReplay, p)
 }
 
@@ -92,12 +92,12 @@ func (c *Client) RunStats(ctx context.Context, id string) (*RunStats, error) {
 	return call[RunStats](ctx, c.CallIdempotent, MethodRunStats, IDParams{ID: id})
 }
 
-// GetTask returns one task with its attempt history.
-func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
+// TaskGet returns one task with its attempt history.
+func (c *Client) TaskGet(ctx context.Context, id string) (*Task, error) {
 	return call[Task](ctx, c.CallIdempotent, MethodTaskGet, TaskIDParams{ID: id})
 }
 
-// Claim long-polls for tasks. A claim whose answer was lost with its
+// TaskClaim long-polls for tasks. A claim whose answer was lost with its
 // connection is sent again (on the new leader after a failover): it carries
 // a request id (picked here unless set), and a re-sent claim gets the tasks
 // the first delivery leased, not more. A -32004 answer (no leader within
@@ -111,7 +111,7 @@ func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
 // the same max, and no request id of its own, re-sends that request id: it
 // is answered those leases if they are still held, and claims afresh
 // otherwise. Without it they would sit leased to nobody until they expire.
-func (c *Client) Claim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
+func (c *Client) TaskClaim(ctx context.Context, p ClaimParams) ([]Claimed, error) {
 	picked := p.RequestID == ""
 	if picked {
 		p.RequestID = c.unknown.Take(p)
@@ -162,22 +162,22 @@ func (m *ClaimMemo) Take(p ClaimParams) string {
 	return NewRequestID()
 }
 
-// Heartbeat extends a lease; Accepted false means the lease is lost.
-func (c *Client) Heartbeat(ctx context.Context, taskID string, token uint64) (*AckResult, error) {
+// TaskHeartbeat extends a lease; Accepted false means the lease is lost.
+func (c *Client) TaskHeartbeat(ctx context.Context, taskID string, token uint64) (*AckResult, error) {
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskHeartbeat, HeartbeatParams{TaskID: taskID, FencingToken: token})
 }
 
-// Complete records a task's result; Accepted false means the token is stale.
-func (c *Client) Complete(ctx context.Context, p CompleteParams) (*AckResult, error) {
+// TaskComplete records a task's result; Accepted false means the token is stale.
+func (c *Client) TaskComplete(ctx context.Context, p CompleteParams) (*AckResult, error) {
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskComplete, p)
 }
 
-// CompleteAndClaim records a task's success and claims p.Claim's next
+// TaskCompleteAndClaim records a task's success and claims p.Claim's next
 // tasks in the same entry (AckResult.Tasks). Like Complete it is retried
 // after an unknown outcome: the completion is idempotent by its token and
 // the claim by its request id (picked here unless set), so a retry is
 // answered the tasks the first delivery leased.
-func (c *Client) CompleteAndClaim(ctx context.Context, p CompleteParams) (*AckResult, error) {
+func (c *Client) TaskCompleteAndClaim(ctx context.Context, p CompleteParams) (*AckResult, error) {
 	if p.Claim != nil && p.Claim.RequestID == "" {
 		cl := *p.Claim
 		cl.RequestID = NewRequestID()
@@ -186,40 +186,40 @@ func (c *Client) CompleteAndClaim(ctx context.Context, p CompleteParams) (*AckRe
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskComplete, p)
 }
 
-// Fail records a failed attempt; Accepted false means the token is stale.
-func (c *Client) Fail(ctx context.Context, p FailParams) (*AckResult, error) {
+// TaskFail records a failed attempt; Accepted false means the token is stale.
+func (c *Client) TaskFail(ctx context.Context, p FailParams) (*AckResult, error) {
 	return call[AckResult](ctx, c.CallIdempotent, MethodTaskFail, p)
 }
 
-// Status returns the connected node's view of the cluster.
-func (c *Client) Status(ctx context.Context) (*ClusterStatus, error) {
+// ClusterStatus returns the connected node's view of the cluster.
+func (c *Client) ClusterStatus(ctx context.Context) (*ClusterStatus, error) {
 	return call[ClusterStatus](ctx, c.CallIdempotent, MethodClusterStatus, struct{}{})
 }
 
-// Stats returns cluster-wide statistics.
-func (c *Client) Stats(ctx context.Context) (*ClusterStats, error) {
+// ClusterStats returns cluster-wide statistics.
+func (c *Client) ClusterStats(ctx context.Context) (*ClusterStats, error) {
 	return call[ClusterStats](ctx, c.CallIdempotent, MethodClusterStats, struct{}{})
 }
 
-// Digest returns the connected node's state digest and applied index.
-func (c *Client) Digest(ctx context.Context) (*DigestResult, error) {
+// ClusterDigest returns the connected node's state digest and applied index.
+func (c *Client) ClusterDigest(ctx context.Context) (*DigestResult, error) {
 	return call[DigestResult](ctx, c.CallIdempotent, MethodClusterDigest, struct{}{})
 }
 
-// Events lists retained events.
-func (c *Client) Events(ctx context.Context, p EventsListParams) (*EventsListResult, error) {
+// EventsList lists retained events.
+func (c *Client) EventsList(ctx context.Context, p EventsListParams) (*EventsListResult, error) {
 	return call[EventsListResult](ctx, c.CallIdempotent, MethodEventsList, p)
 }
 
-// Subscribe starts an event stream on the current connection; events
+// EventsSubscribe starts an event stream on the current connection; events
 // arrive through OnNotify as NotifyEvent. After a reconnect the caller must
 // subscribe again (from the last index it saw + 1).
-func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*SubscribeResult, error) {
-	return call[SubscribeResult](ctx, c.Call, MethodEventsSub, p)
+func (c *Client) EventsSubscribe(ctx context.Context, p SubscribeParams) (*SubscribeResult, error) {
+	return call[SubscribeResult](ctx, c.Call, MethodEventsSubscribe, p)
 }
 
-// Queues lists queues and breakers.
-func (c *Client) Queues(ctx context.Context) (*QueueListResult, error) {
+// QueueList lists queues and breakers.
+func (c *Client) QueueList(ctx context.Context) (*QueueListResult, error) {
 	return call[QueueListResult](ctx, c.CallIdempotent, MethodQueueList, struct{}{})
 }
 
@@ -243,18 +243,18 @@ func (c *Client) QueueDelete(ctx context.Context, name string) (*ChangedResult, 
 	return call[ChangedResult](ctx, c.CallIdempotent, MethodQueueDelete, QueueDeleteParams{Name: name})
 }
 
-// Settings returns the replicated settings.
-func (c *Client) Settings(ctx context.Context) (*Settings, error) {
+// SettingsGet returns the replicated settings.
+func (c *Client) SettingsGet(ctx context.Context) (*Settings, error) {
 	return call[Settings](ctx, c.CallIdempotent, MethodSettingsGet, struct{}{})
 }
 
-// SetSettings changes the given settings and returns all of them.
-func (c *Client) SetSettings(ctx context.Context, s Settings) (*Settings, error) {
+// SettingsSet changes the given settings and returns all of them.
+func (c *Client) SettingsSet(ctx context.Context, s Settings) (*Settings, error) {
 	return call[Settings](ctx, c.CallIdempotent, MethodSettingsSet, s)
 }
 
-// Workers lists the workers the leader has seen recently.
-func (c *Client) Workers(ctx context.Context) (*WorkersResult, error) {
+// WorkersList lists the workers the leader has seen recently.
+func (c *Client) WorkersList(ctx context.Context) (*WorkersResult, error) {
 	return call[WorkersResult](ctx, c.CallIdempotent, MethodWorkersList, struct{}{})
 }
 

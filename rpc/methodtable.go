@@ -14,40 +14,40 @@ package rpc
 // repository, and docs/rpc.md): add, never rename. Each has one row in
 // methodTable below.
 const (
-	MethodHello          = "agent.hello"
-	MethodRunSubmit      = "run.submit"
-	MethodRunGet         = "run.get"
-	MethodRunList        = "run.list"
-	MethodRunWait        = "run.wait"
-	MethodRunCancel      = "run.cancel"
-	MethodRunInterrupt   = "run.interrupt"
-	MethodRunResume      = "run.resume"
-	MethodRunRevert      = "run.revert"
-	MethodRunReplay      = "run.replay"
-	MethodRunStats       = "run.stats"
-	MethodTaskGet        = "task.get"
-	MethodTaskClaim      = "task.claim"
-	MethodTaskHeartbeat  = "task.heartbeat"
-	MethodTaskComplete   = "task.complete"
-	MethodTaskFail       = "task.fail"
-	MethodClusterStatus  = "cluster.status"
-	MethodClusterStats   = "cluster.stats"
-	MethodClusterDigest  = "cluster.digest"
-	MethodEventsSub      = "events.subscribe"
-	MethodEventsUnsub    = "events.unsubscribe"
-	MethodEventsList     = "events.list"
-	MethodQueueList      = "queue.list"
-	MethodQueuePause     = "queue.pause"
-	MethodQueueResume    = "queue.resume"
-	MethodQueueSet       = "queue.set"
-	MethodQueueDelete    = "queue.delete"
-	MethodSettingsGet    = "settings.get"
-	MethodSettingsSet    = "settings.set"
-	MethodWorkersList    = "workers.list"
-	MethodRaftPeers      = "operator.raft.list_peers"
-	MethodRaftAddPeer    = "operator.raft.add_peer"
-	MethodRaftRemovePeer = "operator.raft.remove_peer"
-	MethodRaftTransfer   = "operator.raft.transfer_leadership"
+	MethodHello           = "agent.hello"
+	MethodRunSubmit       = "run.submit"
+	MethodRunGet          = "run.get"
+	MethodRunList         = "run.list"
+	MethodRunWait         = "run.wait"
+	MethodRunCancel       = "run.cancel"
+	MethodRunInterrupt    = "run.interrupt"
+	MethodRunResume       = "run.resume"
+	MethodRunRevert       = "run.revert"
+	MethodRunReplay       = "run.replay"
+	MethodRunStats        = "run.stats"
+	MethodTaskGet         = "task.get"
+	MethodTaskClaim       = "task.claim"
+	MethodTaskHeartbeat   = "task.heartbeat"
+	MethodTaskComplete    = "task.complete"
+	MethodTaskFail        = "task.fail"
+	MethodClusterStatus   = "cluster.status"
+	MethodClusterStats    = "cluster.stats"
+	MethodClusterDigest   = "cluster.digest"
+	MethodEventsSubscribe = "events.subscribe"
+	MethodEventsUnsub     = "events.unsubscribe"
+	MethodEventsList      = "events.list"
+	MethodQueueList       = "queue.list"
+	MethodQueuePause      = "queue.pause"
+	MethodQueueResume     = "queue.resume"
+	MethodQueueSet        = "queue.set"
+	MethodQueueDelete     = "queue.delete"
+	MethodSettingsGet     = "settings.get"
+	MethodSettingsSet     = "settings.set"
+	MethodWorkersList     = "workers.list"
+	MethodRaftPeers       = "operator.raft.list_peers"
+	MethodRaftAddPeer     = "operator.raft.add_peer"
+	MethodRaftRemovePeer  = "operator.raft.remove_peer"
+	MethodRaftTransfer    = "operator.raft.transfer_leadership"
 	// MethodUpgradeStatus and MethodUpgradeFinalize show and raise the
 	// cluster's state-machine version (docs/operations.md, "Rolling
 	// upgrades").
@@ -55,11 +55,11 @@ const (
 	MethodUpgradeFinalize = "operator.upgrade.finalize"
 	// MethodAutopilotState is the leader's autopilot view: each server's
 	// health and the cluster's failure tolerance.
-	MethodAutopilotState = "operator.autopilot.state"
-	MethodSnapshotSave   = "snapshot.save"
-	MethodSnapshotRest   = "snapshot.restore"
-	MethodTaskSignal     = "task.signal"
-	MethodRunSignal      = "run.signal"
+	MethodAutopilotState  = "operator.autopilot.state"
+	MethodSnapshotSave    = "snapshot.save"
+	MethodSnapshotRestore = "snapshot.restore"
+	MethodTaskSignal      = "task.signal"
+	MethodRunSignal       = "run.signal"
 
 	// ACL tokens (acl.go). agent.auth is answered before the server sees it
 	// when it is a TCP connection's first request.
@@ -175,7 +175,7 @@ var methodTable = func() []MethodSpec {
 		{MethodClusterDigest, local, RoleRead, exempt},
 		{MethodRaftPeers, local, RoleRead, exempt},
 		{MethodUpgradeStatus, local, RoleRead, exempt}, // the connected agent asks every member
-		{MethodEventsSub, local, RoleRead, 0},
+		{MethodEventsSubscribe, local, RoleRead, 0},
 		{MethodEventsUnsub, local, RoleRead, 0},
 		{MethodSnapshotSave, local, adminOnly, onNode}, // the connected agent writes the file (or the one named)
 		{MethodSnapshotRead, local, adminOnly, onNode | unfenced},
@@ -230,7 +230,7 @@ var methodTable = func() []MethodSpec {
 		{MethodRaftTransfer, leader, adminOnly, exempt},
 		{MethodUpgradeFinalize, leader, adminOnly, 0},
 		{MethodAutopilotState, leader, RoleRead, exempt},    // autopilot runs on the leader
-		{MethodSnapshotRest, leader, adminOnly, 0},          // the file is read on the leader's machine
+		{MethodSnapshotRestore, leader, adminOnly, 0},       // the file is read on the leader's machine
 		{MethodSnapshotUpload, leader, adminOnly, unfenced}, // the leader stages the upload
 	}
 }()

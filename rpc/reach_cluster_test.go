@@ -25,7 +25,7 @@ func TestFailFastNoQuorum(t *testing.T) {
 	defer c.Close()
 	spec := rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	sub, err := c.Submit(ctx, spec)
+	sub, err := c.RunSubmit(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestFailFastNoQuorum(t *testing.T) {
 	cl.Stops[1]()
 
 	for name, call := range map[string]func(context.Context) error{
-		"submit": func(ctx context.Context) error { _, err := c.Submit(ctx, spec); return err },
+		"submit": func(ctx context.Context) error { _, err := c.RunSubmit(ctx, spec); return err },
 		"consistent get": func(ctx context.Context) error {
 			return c.CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: sub.ID, Consistent: true}, new(rpc.Run))
 		},

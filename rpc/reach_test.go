@@ -95,7 +95,7 @@ func TestFailFastNoAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	_, err = c.Status(ctx)
+	_, err = c.ClusterStatus(ctx)
 	if !errors.Is(err, ErrNoAgent) || time.Since(t0) > time.Second {
 		t.Fatalf("after %v: %v", time.Since(t0), err)
 	}
@@ -154,7 +154,7 @@ func TestTLSProblemsAreNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		_, err = cl.Status(ctx)
+		_, err = cl.ClusterStatus(ctx)
 		cancel()
 		cl.Close()
 		if !errors.Is(err, ErrTLS) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "listening there") {

@@ -68,7 +68,7 @@ func submitN(t *testing.T, c *rpc.Client, agents []*daemon.Agent, n int) (*daemo
 	l0, c0 := leaderOf(agents)
 	for range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
+		_, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +143,7 @@ func TestClientFollowsALeadershipTransfer(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatalf("still routing to %v", func() string { n, _ := c.Leader(); return n }())
 		}
-		if _, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
+		if _, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

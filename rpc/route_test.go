@@ -170,7 +170,7 @@ func routeClient(t *testing.T, eps []string, opts ClientOptions) *Client {
 
 func submit(t *testing.T, c *Client, id string) *SubmitResult {
 	t.Helper()
-	res, err := c.Submit(testCtx(t), SubmitParams{ID: id, Workflow: []byte(`{}`)})
+	res, err := c.RunSubmit(testCtx(t), SubmitParams{ID: id, Workflow: []byte(`{}`)})
 	if err != nil {
 		t.Fatalf("submit %s: %v", id, err)
 	}
@@ -211,7 +211,7 @@ func TestRouteWritesAndReadsGoToTheLeader(t *testing.T) {
 	// Reads go to the leader too (it has applied every acknowledged
 	// write); the current connection stays where it was.
 	for range 3 {
-		if _, err := c.GetRun(testCtx(t), "r1"); err != nil {
+		if _, err := c.RunGet(testCtx(t), "r1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,7 +231,7 @@ func TestRouteReadYourWritesAcrossConnections(t *testing.T) {
 	n1.applied.Store(0) // has not applied anything yet
 	submit(t, c, "r1")
 	for range 3 {
-		if _, err := c.GetRun(testCtx(t), "r1"); err != nil {
+		if _, err := c.RunGet(testCtx(t), "r1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -331,7 +331,7 @@ func TestRouteResendsALostClaimWithItsRequestID(t *testing.T) {
 	c := routeClient(t, fc.eps(), ClientOptions{})
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Claim(testCtx(t), ClaimParams{WorkerID: "w", WaitMS: 10000})
+		_, err := c.TaskClaim(testCtx(t), ClaimParams{WorkerID: "w", WaitMS: 10000})
 		errc <- err
 	}()
 	first := <-fc.agent("n2").claimIn

@@ -109,7 +109,7 @@ func replayCmd(client Client, id string) tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Replay(cx, rpc.ReplayParams{ID: id, NewID: newID})
+		res, err := client.RunReplay(cx, rpc.ReplayParams{ID: id, NewID: newID})
 		if err != nil {
 			return errMsg{fmt.Errorf("replay %s: %w", shortID(id), err)}
 		}

@@ -103,7 +103,7 @@ func bulkCmd(client Client, v runVerb, ids, newIDs []string) tea.Cmd {
 			var err error
 			if v.method == "" {
 				var res *rpc.SubmitResult
-				res, err = client.Replay(cx, rpc.ReplayParams{ID: id, NewID: newIDs[i]})
+				res, err = client.RunReplay(cx, rpc.ReplayParams{ID: id, NewID: newIDs[i]})
 				changed = err == nil && res.Created
 			} else {
 				var res *rpc.ChangedResult

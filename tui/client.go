@@ -32,20 +32,20 @@ type Client interface {
 
 // rpcCalls are the calls *rpc.Client serves itself.
 type rpcCalls interface {
-	ListRuns(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error)
-	GetRun(ctx context.Context, id string) (*rpc.Run, error)
-	GetTask(ctx context.Context, id string) (*rpc.Task, error)
+	RunList(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error)
+	RunGet(ctx context.Context, id string) (*rpc.Run, error)
+	TaskGet(ctx context.Context, id string) (*rpc.Task, error)
 	RunVerb(ctx context.Context, method, id, reason string) (*rpc.ChangedResult, error)
-	Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error)
-	Queues(ctx context.Context) (*rpc.QueueListResult, error)
+	RunReplay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error)
+	QueueList(ctx context.Context) (*rpc.QueueListResult, error)
 	QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error)
-	Workers(ctx context.Context) (*rpc.WorkersResult, error)
-	Status(ctx context.Context) (*rpc.ClusterStatus, error)
-	Stats(ctx context.Context) (*rpc.ClusterStats, error)
-	Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
+	WorkersList(ctx context.Context) (*rpc.WorkersResult, error)
+	ClusterStatus(ctx context.Context) (*rpc.ClusterStatus, error)
+	ClusterStats(ctx context.Context) (*rpc.ClusterStats, error)
+	EventsList(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error)
 	TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error)
 	TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error)
-	Submit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error)
+	RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error)
 }
 
 var (
@@ -240,36 +240,36 @@ func onLeader[R any](ctx context.Context, l *Live, call func(*rpc.Client) (R, er
 // Client methods: reads on the current endpoint's client, leader-bound
 // calls through onLeader.
 
-func (l *Live) ListRuns(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
-	return l.c().ListRuns(ctx, p)
+func (l *Live) RunList(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
+	return l.c().RunList(ctx, p)
 }
-func (l *Live) GetRun(ctx context.Context, id string) (*rpc.Run, error) { return l.c().GetRun(ctx, id) }
-func (l *Live) GetTask(ctx context.Context, id string) (*rpc.Task, error) {
-	return l.c().GetTask(ctx, id)
+func (l *Live) RunGet(ctx context.Context, id string) (*rpc.Run, error) { return l.c().RunGet(ctx, id) }
+func (l *Live) TaskGet(ctx context.Context, id string) (*rpc.Task, error) {
+	return l.c().TaskGet(ctx, id)
 }
 func (l *Live) RunVerb(ctx context.Context, method, id, reason string) (*rpc.ChangedResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.RunVerb(ctx, method, id, reason) })
 }
-func (l *Live) Replay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
-	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.Replay(ctx, p) })
+func (l *Live) RunReplay(ctx context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.RunReplay(ctx, p) })
 }
-func (l *Live) Submit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error) {
-	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.Submit(ctx, p) })
+func (l *Live) RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SubmitResult, error) { return c.RunSubmit(ctx, p) })
 }
 func (l *Live) TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SignalResult, error) { return c.TaskSignal(ctx, p) })
 }
-func (l *Live) Queues(ctx context.Context) (*rpc.QueueListResult, error) { return l.c().Queues(ctx) }
+func (l *Live) QueueList(ctx context.Context) (*rpc.QueueListResult, error) { return l.c().QueueList(ctx) }
 func (l *Live) QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.QueuePause(ctx, name, runID, pause) })
 }
-func (l *Live) Workers(ctx context.Context) (*rpc.WorkersResult, error) {
-	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.WorkersResult, error) { return c.Workers(ctx) })
+func (l *Live) WorkersList(ctx context.Context) (*rpc.WorkersResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.WorkersResult, error) { return c.WorkersList(ctx) })
 }
-func (l *Live) Status(ctx context.Context) (*rpc.ClusterStatus, error) { return l.c().Status(ctx) }
-func (l *Live) Stats(ctx context.Context) (*rpc.ClusterStats, error)   { return l.c().Stats(ctx) }
-func (l *Live) Events(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
-	return l.c().Events(ctx, p)
+func (l *Live) ClusterStatus(ctx context.Context) (*rpc.ClusterStatus, error) { return l.c().ClusterStatus(ctx) }
+func (l *Live) ClusterStats(ctx context.Context) (*rpc.ClusterStats, error)   { return l.c().ClusterStats(ctx) }
+func (l *Live) EventsList(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
+	return l.c().EventsList(ctx, p)
 }
 func (l *Live) TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error) {
 	return l.c().TaskLogs(ctx, p)
@@ -305,7 +305,7 @@ func (l *Live) Probe(ctx context.Context) []NodeStatus {
 			pctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 			defer cancel()
 			t0 := time.Now()
-			st, err := l.clients[i].Status(pctx)
+			st, err := l.clients[i].ClusterStatus(pctx)
 			out[i] = NodeStatus{Endpoint: ep, Err: err, RTT: time.Since(t0)}
 			if err == nil {
 				out[i].Status = st
@@ -446,14 +446,14 @@ func (l *Live) subscribe(ctx context.Context, conn *rpc.Conn) error {
 	}
 	l.mu.Unlock()
 	var res rpc.SubscribeResult
-	err := conn.Call(ctx, rpc.MethodEventsSub, p, &res)
+	err := conn.Call(ctx, rpc.MethodEventsSubscribe, p, &res)
 	var pe *rpc.Error
 	if p.FromIndex > 0 && errors.As(err, &pe) && pe.Code == rpc.CodeNotFound {
 		l.mu.Lock()
 		l.seen, l.resync = false, true
 		l.mu.Unlock()
 		l.signal()
-		err = conn.Call(ctx, rpc.MethodEventsSub, rpc.SubscribeParams{}, &res)
+		err = conn.Call(ctx, rpc.MethodEventsSubscribe, rpc.SubscribeParams{}, &res)
 	}
 	return err
 }

@@ -85,7 +85,7 @@ func (m *clusterModel) backfillCmd() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Events(cx, rpc.EventsListParams{Latest: true, Limit: rateBackfill})
+		res, err := client.EventsList(cx, rpc.EventsListParams{Latest: true, Limit: rateBackfill})
 		if err != nil {
 			return rateBackfillMsg{err: err}
 		}

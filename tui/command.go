@@ -160,7 +160,7 @@ func runCommand(c Common, line string) tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		r, err := c.Client.GetRun(cx, arg)
+		r, err := c.Client.RunGet(cx, arg)
 		if err != nil {
 			return errMsg{fmt.Errorf(":%s %s: %w", name, arg, err)}
 		}

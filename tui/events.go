@@ -79,7 +79,7 @@ func (m *eventsModel) Focus() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Events(cx, rpc.EventsListParams{Latest: true, Limit: backfillEvents})
+		res, err := client.EventsList(cx, rpc.EventsListParams{Latest: true, Limit: backfillEvents})
 		if err != nil {
 			return eventsBackfillMsg{err: err}
 		}

@@ -160,7 +160,7 @@ func (f *fakeClient) counts() map[string]int {
 	return out
 }
 
-func (f *fakeClient) ListRuns(_ context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
+func (f *fakeClient) RunList(_ context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listN++
@@ -202,7 +202,7 @@ func (f *fakeClient) find(id string) (*rpc.Run, error) {
 	return nil, fmt.Errorf("%w: no run matches %q", domain.ErrNotFound, id)
 }
 
-func (f *fakeClient) GetRun(_ context.Context, id string) (*rpc.Run, error) {
+func (f *fakeClient) RunGet(_ context.Context, id string) (*rpc.Run, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, err := f.find(id)
@@ -214,7 +214,7 @@ func (f *fakeClient) GetRun(_ context.Context, id string) (*rpc.Run, error) {
 	return &out, nil
 }
 
-func (f *fakeClient) GetTask(_ context.Context, id string) (*rpc.Task, error) {
+func (f *fakeClient) TaskGet(_ context.Context, id string) (*rpc.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	rid, key, _ := strings.Cut(id, "/")
@@ -244,7 +244,7 @@ func (f *fakeClient) RunVerb(_ context.Context, method, id, _ string) (*rpc.Chan
 	return &rpc.ChangedResult{Changed: true, Index: 2000}, nil
 }
 
-func (f *fakeClient) Replay(_ context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
+func (f *fakeClient) RunReplay(_ context.Context, p rpc.ReplayParams) (*rpc.SubmitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	call := "replay " + p.ID
@@ -261,7 +261,7 @@ func (f *fakeClient) Replay(_ context.Context, p rpc.ReplayParams) (*rpc.SubmitR
 	return &rpc.SubmitResult{ID: p.NewID, Created: true}, nil
 }
 
-func (f *fakeClient) Queues(context.Context) (*rpc.QueueListResult, error) {
+func (f *fakeClient) QueueList(context.Context) (*rpc.QueueListResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.queues
@@ -275,24 +275,24 @@ func (f *fakeClient) QueuePause(_ context.Context, name, runID string, pause boo
 	return &rpc.ChangedResult{Changed: true}, nil
 }
 
-func (f *fakeClient) Workers(context.Context) (*rpc.WorkersResult, error) {
+func (f *fakeClient) WorkersList(context.Context) (*rpc.WorkersResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return &rpc.WorkersResult{Workers: slices.Clone(f.workers)}, nil
 }
 
-func (f *fakeClient) Status(context.Context) (*rpc.ClusterStatus, error) {
+func (f *fakeClient) ClusterStatus(context.Context) (*rpc.ClusterStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := *f.status[0]
 	return &s, nil
 }
 
-func (f *fakeClient) Stats(context.Context) (*rpc.ClusterStats, error) {
+func (f *fakeClient) ClusterStats(context.Context) (*rpc.ClusterStats, error) {
 	return &rpc.ClusterStats{TasksPerSecond: 2.5, Running: 3, TasksDone: 420, LeaseExpiries: 2, AppliedIndex: 1042}, nil
 }
 
-func (f *fakeClient) Events(_ context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
+func (f *fakeClient) EventsList(_ context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []rpc.Event
@@ -412,7 +412,7 @@ func (f *fakeClient) TaskSignal(_ context.Context, p rpc.TaskSignalParams) (*rpc
 	return &rpc.SignalResult{}, nil
 }
 
-func (f *fakeClient) Submit(_ context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error) {
+func (f *fakeClient) RunSubmit(_ context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var head struct {

@@ -63,7 +63,7 @@ func newMemAgent(node string, log *memLog) *memAgent {
 		rpc.MethodHello: rpc.Func(func(context.Context, rpc.HelloParams) (rpc.HelloResult, error) {
 			return rpc.HelloResult{ProtocolVersion: rpc.ProtocolVersion, NodeID: node}, nil
 		}),
-		rpc.MethodEventsSub: rpc.Func(func(ctx context.Context, p rpc.SubscribeParams) (rpc.SubscribeResult, error) {
+		rpc.MethodEventsSubscribe: rpc.Func(func(ctx context.Context, p rpc.SubscribeParams) (rpc.SubscribeResult, error) {
 			a.mu.Lock()
 			a.froms = append(a.froms, p.FromIndex)
 			a.mu.Unlock()

@@ -91,11 +91,11 @@ func (m *queuesModel) fetch() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Queues(cx)
+		res, err := client.QueueList(cx)
 		if err != nil {
 			return queuesLoadedMsg{err: err}
 		}
-		stats, err := client.Stats(cx)
+		stats, err := client.ClusterStats(cx)
 		return queuesLoadedMsg{res: res, stats: stats, err: err}
 	}
 }

@@ -144,7 +144,7 @@ func (m *runDetail) fetch() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		r, err := client.GetRun(cx, id)
+		r, err := client.RunGet(cx, id)
 		return runLoadedMsg{id: id, run: r, err: err}
 	}
 }
@@ -154,7 +154,7 @@ func (m *runDetail) history() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Events(cx, rpc.EventsListParams{RunID: id, Limit: 1000, Latest: true})
+		res, err := client.EventsList(cx, rpc.EventsListParams{RunID: id, Limit: 1000, Latest: true})
 		if err != nil {
 			return runHistoryMsg{id: id, err: err}
 		}

@@ -365,7 +365,7 @@ func (m *runsModel) fetch(cursor string, limit int, replace bool) tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.ListRuns(cx, rpc.ListParams{State: state, Limit: min(limit, 1000), Cursor: cursor, Selector: sel})
+		res, err := client.RunList(cx, rpc.ListParams{State: state, Limit: min(limit, 1000), Cursor: cursor, Selector: sel})
 		return runsPageMsg{gen: gen, cursor: cursor, replace: replace, res: res, err: err}
 	}
 }

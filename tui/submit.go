@@ -47,7 +47,7 @@ func fetchEditReplay(c Common, id string) tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		r, err := c.Client.GetRun(cx, id)
+		r, err := c.Client.RunGet(cx, id)
 		if err != nil {
 			return errMsg{fmt.Errorf("replay %s: %w", shortID(id), err)}
 		}
@@ -73,7 +73,7 @@ func replayWithInput(c Common, id string, input json.RawMessage) tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		r, err := c.Client.GetRun(cx, id)
+		r, err := c.Client.RunGet(cx, id)
 		if err != nil {
 			return errMsg{fmt.Errorf(":replay %s: %w", id, err)}
 		}
@@ -85,7 +85,7 @@ func replayWithInput(c Common, id string, input json.RawMessage) tea.Cmd {
 		yes := func() tea.Msg {
 			cx, cancel := ctx()
 			defer cancel()
-			res, err := client.Replay(cx, p)
+			res, err := client.RunReplay(cx, p)
 			if err != nil {
 				return errMsg{fmt.Errorf("replay %s: %w", shortID(p.ID), err)}
 			}
@@ -140,7 +140,7 @@ func confirmSubmit(c Common, path string, wf, input json.RawMessage, name string
 	yes := func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Submit(cx, p)
+		res, err := client.RunSubmit(cx, p)
 		if err != nil {
 			return errMsg{fmt.Errorf("submit %s: %w", path, err)}
 		}

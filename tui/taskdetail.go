@@ -105,11 +105,11 @@ func (m *taskDetail) fetch() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		t, err := client.GetTask(cx, runID+"/"+key)
+		t, err := client.TaskGet(cx, runID+"/"+key)
 		if err != nil {
 			return taskLoadedMsg{runID: runID, key: key, err: err}
 		}
-		r, err := client.GetRun(cx, runID)
+		r, err := client.RunGet(cx, runID)
 		return taskLoadedMsg{runID: runID, key: key, task: t, run: r, err: err}
 	}
 }

@@ -136,7 +136,7 @@ func submit(t *testing.T, c *rpc.Client, spec string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := c.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(spec), ID: uuid.Must(uuid.NewV7()).String()})
+	res, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(spec), ID: uuid.Must(uuid.NewV7()).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func submit(t *testing.T, c *rpc.Client, spec string) string {
 // work completes every echo task until ctx ends (a tiny in-test worker).
 func work(ctx context.Context, c *rpc.Client) {
 	for ctx.Err() == nil {
-		tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "e2e-worker", Types: []string{"echo"}, Max: 4, WaitMS: 1000})
+		tasks, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "e2e-worker", Types: []string{"echo"}, Max: 4, WaitMS: 1000})
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -155,7 +155,7 @@ func work(ctx context.Context, c *rpc.Client) {
 			continue
 		}
 		for _, tk := range tasks {
-			_, _ = c.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`{"ok":true}`)})
+			_, _ = c.TaskComplete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`{"ok":true}`)})
 		}
 	}
 }

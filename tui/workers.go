@@ -90,7 +90,7 @@ func (m *workersModel) fetch() tea.Cmd {
 	return func() tea.Msg {
 		cx, cancel := ctx()
 		defer cancel()
-		res, err := client.Workers(cx)
+		res, err := client.WorkersList(cx)
 		return workersLoadedMsg{res: res, err: err}
 	}
 }

@@ -19,7 +19,7 @@ func TestClaimedButNeverAcknowledgedDoesNotBurnAnAttempt(t *testing.T) {
 	// The lost claim: leased to "ghost", whose reply nobody reads.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := e.c.Claim(ctx, rpc.ClaimParams{WorkerID: "ghost", Types: []string{"ack"}, Max: 1, WaitMS: 5000})
+	got, err := e.c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "ghost", Types: []string{"ack"}, Max: 1, WaitMS: 5000})
 	if err != nil || len(got) != 1 || got[0].Attempt != 1 {
 		t.Fatalf("ghost claim: %+v %v", got, err)
 	}
@@ -54,7 +54,7 @@ func TestSDKAcknowledgesWithItsFirstHeartbeat(t *testing.T) {
 	w.Register("hold", func(ctx context.Context, task *Task) (any, error) {
 		// The first heartbeat extends the lease: that is the ack landing.
 		for ctx.Err() == nil {
-			if tk, err := e.c.GetTask(ctx, task.ID); err == nil && tk.LeaseExpiresAt.After(task.LeaseExpires) {
+			if tk, err := e.c.TaskGet(ctx, task.ID); err == nil && tk.LeaseExpiresAt.After(task.LeaseExpires) {
 				close(acked)
 				break
 			}

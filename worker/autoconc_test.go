@@ -179,7 +179,7 @@ func TestAutoConcurrencyFollowsWorkerLatency(t *testing.T) {
 
 func queueNamed(t *testing.T, c *rpc.Client, name string) rpc.Queue {
 	t.Helper()
-	res, err := c.Queues(context.Background())
+	res, err := c.QueueList(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func (w *lineWriter) flush() {
 func (w *Worker) sendHeartbeat(ctx context.Context, t *Task, timeout time.Duration) (lost bool) {
 	lp, upto := t.log.take()
 	hctx, cancel := context.WithTimeout(ctx, timeout)
-	ack, err := w.c.HeartbeatWith(hctx, rpc.HeartbeatParams{TaskID: t.ID, FencingToken: t.FencingToken, LogParams: lp})
+	ack, err := w.c.TaskHeartbeatWith(hctx, rpc.HeartbeatParams{TaskID: t.ID, FencingToken: t.FencingToken, LogParams: lp})
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {

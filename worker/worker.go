@@ -334,7 +334,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// is down to give up).
 		cctx, cancel := context.WithTimeout(w.hard, w.opts.ClaimWait+claimGrace)
 		late := context.AfterFunc(ctx, func() { time.AfterFunc(claimGrace, cancel) })
-		tasks, err := w.claims.Claim(cctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types,
+		tasks, err := w.claims.TaskClaim(cctx, rpc.ClaimParams{WorkerID: w.opts.ID, Queues: w.opts.Queues, Types: types,
 			Max: free, WaitMS: w.opts.ClaimWait.Milliseconds(), Slots: w.opts.Concurrency})
 		late()
 		cancel()
@@ -471,7 +471,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 		no := false
 		msg := fmt.Sprintf("no handler for task type %q on worker %s (registered: %s)", t.Type, w.opts.ID, strings.Join(w.types(), ", "))
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: msg, Retryable: &no})
+			return w.c.TaskFail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: msg, Retryable: &no})
 		})
 		return nil
 	}
@@ -515,7 +515,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 		retryable := !errors.As(err, new(*PermanentError))
 		log.Info("task failed", "err", err, "retryable", retryable)
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: err.Error(), Retryable: &retryable, LogParams: logs})
+			return w.c.TaskFail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: err.Error(), Retryable: &retryable, LogParams: logs})
 		})
 		return nil
 	}
@@ -523,7 +523,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 	if merr != nil {
 		no := false
 		w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-			return w.c.Fail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: "result is not JSON: " + merr.Error(), Retryable: &no, LogParams: logs})
+			return w.c.TaskFail(ctx, rpc.FailParams{TaskID: t.ID, FencingToken: t.FencingToken, Error: "result is not JSON: " + merr.Error(), Retryable: &no, LogParams: logs})
 		})
 		return nil
 	}
@@ -535,7 +535,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 		withNext := done
 		withNext.Claim = next
 		ctx, cancel := context.WithTimeout(w.hard, 15*time.Second)
-		ack, err := w.c.CompleteAndClaim(ctx, withNext)
+		ack, err := w.c.TaskCompleteAndClaim(ctx, withNext)
 		cancel()
 		if err == nil {
 			if !ack.Accepted {
@@ -557,7 +557,7 @@ func (w *Worker) execute(c rpc.Claimed) *rpc.Claimed {
 		log.Debug("complete-and-claim failed; reporting the result alone", "err", err)
 	}
 	w.report(log, func(ctx context.Context) (*rpc.AckResult, error) {
-		return w.c.Complete(ctx, done)
+		return w.c.TaskComplete(ctx, done)
 	})
 	return nil
 }

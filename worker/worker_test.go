@@ -43,7 +43,7 @@ func newEnv(t *testing.T) *env {
 
 func (e *env) submit(wf string) string {
 	e.t.Helper()
-	res, err := e.c.Submit(context.Background(), rpc.SubmitParams{Workflow: json.RawMessage(wf)})
+	res, err := e.c.RunSubmit(context.Background(), rpc.SubmitParams{Workflow: json.RawMessage(wf)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -52,11 +52,11 @@ func (e *env) submit(wf string) string {
 
 func (e *env) wait(id string) *rpc.Run {
 	e.t.Helper()
-	w, err := e.c.WaitRun(context.Background(), id, 20000)
+	w, err := e.c.RunWait(context.Background(), id, 20000)
 	if err != nil || !w.Done {
 		e.t.Fatalf("wait %s: %+v %v", id, w, err)
 	}
-	r, err := e.c.GetRun(context.Background(), id)
+	r, err := e.c.RunGet(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func (e *env) wait(id string) *rpc.Run {
 }
 
 func (e *env) task(id string) *rpc.Task {
-	tk, err := e.c.GetTask(context.Background(), id)
+	tk, err := e.c.TaskGet(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestCLIHealthAndTUIWithToken(t *testing.T) {
 	defer live.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if _, err := live.ListRuns(ctx, rpc.ListParams{}); err != nil {
+	if _, err := live.RunList(ctx, rpc.ListParams{}); err != nil {
 		t.Fatalf("the TUI's client lists runs over TLS with the token: %v", err)
 	}
 	msgs := make(chan tea.Msg, 1024)

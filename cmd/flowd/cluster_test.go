@@ -46,7 +46,7 @@ func startCluster(t testing.TB) *testCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Workers(ctx); err != nil {
+		if _, err := c.WorkersList(ctx); err != nil {
 			t.Fatalf("warm up %s: %v", ep, err)
 		}
 		c.Close()
@@ -110,21 +110,21 @@ func (tc *testCluster) startWorker(t testing.TB, types ...string) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "test-worker", Types: types, Max: 8, WaitMS: 2000})
+			tasks, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "test-worker", Types: types, Max: 8, WaitMS: 2000})
 			if err != nil {
 				continue // the client backs off and fails over itself
 			}
 			for _, task := range tasks {
 				if task.Type == "fail" {
 					no := false
-					_, _ = c.Fail(ctx, rpc.FailParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Error: "boom: " + task.TaskKey, Retryable: &no})
+					_, _ = c.TaskFail(ctx, rpc.FailParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Error: "boom: " + task.TaskKey, Retryable: &no})
 					continue
 				}
 				res := task.Input
 				if len(res) == 0 {
 					res = json.RawMessage(`{"ok":true}`)
 				}
-				_, _ = c.Complete(ctx, rpc.CompleteParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Result: res})
+				_, _ = c.TaskComplete(ctx, rpc.CompleteParams{TaskID: task.TaskID, FencingToken: task.FencingToken, Result: res})
 			}
 		}
 	}()
@@ -138,14 +138,14 @@ func (tc *testCluster) completeOne(t testing.TB, typ string) rpc.Claimed {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	for {
-		tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "manual-worker", Types: []string{typ}, Max: 1, WaitMS: 5000})
+		tasks, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "manual-worker", Types: []string{typ}, Max: 1, WaitMS: 5000})
 		if err != nil {
 			t.Fatalf("claim %s: %v", typ, err)
 		}
 		if len(tasks) == 0 {
 			continue
 		}
-		ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken, Result: json.RawMessage(`"done"`)})
+		ack, err := c.TaskComplete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken, Result: json.RawMessage(`"done"`)})
 		if err != nil || !ack.Accepted {
 			t.Fatalf("complete: %v %v", ack, err)
 		}

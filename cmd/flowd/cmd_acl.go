@@ -100,7 +100,7 @@ func aclTokenListAction(cCtx *cli.Context) error {
 	}
 	var res *rpc.ACLTokenListResult
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		res, err = c.ACLTokens(ctx)
+		res, err = c.ACLTokenList(ctx)
 		return err
 	}); err != nil {
 		return err

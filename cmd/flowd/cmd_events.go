@@ -80,7 +80,7 @@ func eventsAction(cCtx *cli.Context) error {
 			}
 		}
 		// Without a start, the newest events (like tail); with one, from there on.
-		res, err = c.Events(ctx, rpc.EventsListParams{FromIndex: from, RunID: runID, Limit: limit, Latest: from == 0})
+		res, err = c.EventsList(ctx, rpc.EventsListParams{FromIndex: from, RunID: runID, Limit: limit, Latest: from == 0})
 		return err
 	}); err != nil {
 		return err
@@ -126,13 +126,13 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 // newest event (nothing since t) is returned as newest + 1.
 func eventIndexSince(ctx context.Context, c *rpc.Client, t time.Time) (uint64, error) {
 	at := func(from uint64) (*rpc.Event, error) {
-		r, err := c.Events(ctx, rpc.EventsListParams{FromIndex: from, Limit: 1})
+		r, err := c.EventsList(ctx, rpc.EventsListParams{FromIndex: from, Limit: 1})
 		if err != nil || len(r.Events) == 0 {
 			return nil, err
 		}
 		return &r.Events[0], nil
 	}
-	newest, err := c.Events(ctx, rpc.EventsListParams{Limit: 1, Latest: true})
+	newest, err := c.EventsList(ctx, rpc.EventsListParams{Limit: 1, Latest: true})
 	if err != nil {
 		return 0, err
 	}

@@ -65,7 +65,7 @@ func probe(ctx context.Context, ep string, timeout time.Duration, auth rpc.Clien
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	st, err := c.Status(ctx)
+	st, err := c.ClusterStatus(ctx)
 	if err != nil {
 		h.Error = err.Error()
 		return h

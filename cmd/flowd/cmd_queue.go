@@ -65,7 +65,7 @@ func queueListAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*rpc.QueueListResult, error) { return c.Queues(ctx) })
+	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*rpc.QueueListResult, error) { return c.QueueList(ctx) })
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func checkQueueInUse(cCtx *cli.Context, q string) error {
 	}
 	var known []string
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
-		res, err := c.Queues(ctx)
+		res, err := c.QueueList(ctx)
 		if err != nil {
 			return err
 		}

@@ -419,7 +419,7 @@ func runWatchAction(cCtx *cli.Context) error {
 	// got where it is; without one, after the state just read.
 	from := r.ModifyIndex + 1
 	lctx, lcancel := callCtx(cCtx)
-	if first, err := s.c.Events(lctx, rpc.EventsListParams{RunID: r.ID, Limit: 1}); err == nil && len(first.Events) > 0 {
+	if first, err := s.c.EventsList(lctx, rpc.EventsListParams{RunID: r.ID, Limit: 1}); err == nil && len(first.Events) > 0 {
 		from = first.Events[0].Index
 	}
 	lcancel()
@@ -430,7 +430,7 @@ func runWatchAction(cCtx *cli.Context) error {
 	go func() {
 		for ctx.Err() == nil {
 			wctx, wcancel := context.WithTimeout(ctx, 30*time.Second+callTimeout(cCtx))
-			res, err := s.c.WaitRun(wctx, r.ID, 30_000)
+			res, err := s.c.RunWait(wctx, r.ID, 30_000)
 			wcancel()
 			if err == nil && res.Done {
 				done <- &res.Run
@@ -457,7 +457,7 @@ func runWatchAction(cCtx *cli.Context) error {
 			if ev.Kind == "run" && ev.RunID == r.ID && domain.RunState(ev.To).Done() {
 				if final == nil {
 					gctx, gcancel := callCtx(cCtx)
-					fr, err := s.c.GetRun(gctx, r.ID)
+					fr, err := s.c.RunGet(gctx, r.ID)
 					gcancel()
 					if err != nil {
 						return err
@@ -548,7 +548,7 @@ func runReplayAction(cCtx *cli.Context) error {
 	defer c.Close()
 	start := time.Now()
 	ctx, cancel := waitCallCtx(cCtx)
-	res, err := c.Replay(ctx, p)
+	res, err := c.RunReplay(ctx, p)
 	cancel()
 	if err != nil {
 		return err

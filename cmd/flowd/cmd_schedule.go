@@ -160,7 +160,7 @@ func scheduleGetAction(cCtx *cli.Context) error {
 		if s, err = schedrpc.Get(ctx, c, id, cCtx.Int("next")); err != nil {
 			return err
 		}
-		runs, err = c.ListRuns(ctx, rpc.ListParams{Labels: map[string]string{domain.ScheduleLabel: id}, Limit: 10})
+		runs, err = c.RunList(ctx, rpc.ListParams{Labels: map[string]string{domain.ScheduleLabel: id}, Limit: 10})
 		return err
 	}); err != nil {
 		return err

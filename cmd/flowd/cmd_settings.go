@@ -41,7 +41,7 @@ func settingsGetAction(cCtx *cli.Context) error {
 	}
 	var s *rpc.Settings
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		s, err = c.Settings(ctx)
+		s, err = c.SettingsGet(ctx)
 		return err
 	}); err != nil {
 		return err
@@ -99,7 +99,7 @@ func settingsSetAction(cCtx *cli.Context) error {
 	}
 	var s *rpc.Settings
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		s, err = c.SetSettings(ctx, in)
+		s, err = c.SettingsSet(ctx, in)
 		return err
 	}); err != nil {
 		return err

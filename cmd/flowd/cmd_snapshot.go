@@ -136,7 +136,7 @@ func snapshotRestoreAction(cCtx *cli.Context) error {
 	case "":
 		ctx, cancel := context.WithTimeout(cCtx.Context, max(callTimeout(cCtx), 2*time.Minute))
 		defer cancel()
-		err = c.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Path: name}, &res)
+		err = c.Call(ctx, rpc.MethodSnapshotRestore, rpc.SnapshotParams{Path: name}, &res)
 	case "-":
 		res, err = uploadSnapshot(cCtx, cCtx.Context, c, cCtx.App.Reader)
 		res.Path = "standard input"

@@ -107,7 +107,7 @@ func submitAction(cCtx *cli.Context) error {
 	defer c.Close()
 	start := time.Now()
 	ctx, cancel := waitCallCtx(cCtx)
-	res, err := c.Submit(ctx, p)
+	res, err := c.RunSubmit(ctx, p)
 	cancel()
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ func taskGetAction(cCtx *cli.Context) error {
 	}
 	var t *rpc.Task
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {
-		t, err = c.GetTask(ctx, run+"/"+key)
+		t, err = c.TaskGet(ctx, run+"/"+key)
 		return err
 	}); err != nil {
 		return err

@@ -29,7 +29,7 @@ func workerListAction(cCtx *cli.Context) error {
 	if err := needArgs(cCtx, 0, 0, "no arguments"); err != nil {
 		return err
 	}
-	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*rpc.WorkersResult, error) { return c.Workers(ctx) })
+	res, err := fetch(cCtx, func(ctx context.Context, c *rpc.Client) (*rpc.WorkersResult, error) { return c.WorkersList(ctx) })
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func TestHintsAgainstACluster(t *testing.T) {
 	const n = 14
 	var ids []string
 	for range n {
-		res, err := c.Submit(t.Context(), rpc.SubmitParams{Workflow: spec})
+		res, err := c.RunSubmit(t.Context(), rpc.SubmitParams{Workflow: spec})
 		if err != nil {
 			t.Fatal(err)
 		}

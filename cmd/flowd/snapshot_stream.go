@@ -159,7 +159,7 @@ func uploadSnapshot(cCtx *cli.Context, ctx context.Context, c *rpc.Client, r io.
 	rctx, cancel := context.WithTimeout(ctx, max(callTimeout(cCtx), 2*time.Minute))
 	defer cancel()
 	restored = true // the leader discards the upload whatever the answer
-	err = c.Call(rctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node,
+	err = c.Call(rctx, rpc.MethodSnapshotRestore, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node,
 		Bytes: off, SHA256: hex.EncodeToString(h.Sum(nil))}, &res)
 	return res, err
 }

@@ -88,7 +88,7 @@ func (s *eventStream) onConnect(string) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	res, err := s.c.Subscribe(ctx, p)
+	res, err := s.c.EventsSubscribe(ctx, p)
 	if err != nil {
 		if pe, ok := errors.AsType[*rpc.Error](err); ok && pe.Code != rpc.CodeUnavailable && s.ctx.Err() == nil {
 			s.fail(err) // e.g. not_found: no such run
@@ -151,7 +151,7 @@ func (s *eventStream) keepalive(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.c.Status(cctx)
+		_, err := s.c.ClusterStatus(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			if pe, ok := errors.AsType[*rpc.Error](err); ok && pe.Code != rpc.CodeUnavailable {

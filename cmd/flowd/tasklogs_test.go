@@ -82,7 +82,7 @@ func TestTaskLogsEndToEnd(t *testing.T) {
 	}
 
 	c := tc.client(t)
-	if res, err := c.WaitRun(t.Context(), id, 20000); err != nil || !res.Done {
+	if res, err := c.RunWait(t.Context(), id, 20000); err != nil || !res.Done {
 		t.Fatalf("wait: %+v %v", res, err)
 	}
 	tc.sync(t)
@@ -116,11 +116,11 @@ func TestTaskLogsEndToEnd(t *testing.T) {
 	}
 
 	// A stale attempt's logs are rejected with its heartbeat.
-	task, err := c.GetTask(t.Context(), id+"/sdk")
+	task, err := c.TaskGet(t.Context(), id+"/sdk")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := c.HeartbeatWith(t.Context(), rpc.HeartbeatParams{TaskID: id + "/sdk", FencingToken: task.Attempts[0].FencingToken,
+	ack, err := c.TaskHeartbeatWith(t.Context(), rpc.HeartbeatParams{TaskID: id + "/sdk", FencingToken: task.Attempts[0].FencingToken,
 		LogParams: rpc.LogParams{Logs: []rpc.LogLine{{Stream: "log", Line: "stale line"}}}})
 	if err != nil || ack.Accepted {
 		t.Fatalf("stale heartbeat: %+v %v", ack, err)

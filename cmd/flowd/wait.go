@@ -53,7 +53,7 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 			limit = min(limit, max(time.Until(deadline), 0)+waitSlack)
 		}
 		ctx, cancel := context.WithTimeout(cCtx.Context, limit)
-		res, err := c.WaitRun(ctx, id, chunk.Milliseconds())
+		res, err := c.RunWait(ctx, id, chunk.Milliseconds())
 		timedOut := ctx.Err() != nil && cCtx.Context.Err() == nil
 		cancel()
 		if err != nil && timedOut && last != nil && !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -103,7 +103,7 @@ func (w *workerWarning) check(cCtx *cli.Context, c *rpc.Client, id string, prog 
 	}
 	w.next = time.Now().Add(time.Second) // the agents answer from a ~1 s view
 	ctx, cancel := context.WithTimeout(cCtx.Context, callTimeout(cCtx))
-	r, err := c.GetRun(ctx, id)
+	r, err := c.RunGet(ctx, id)
 	cancel()
 	if err != nil {
 		return // only a hint: the wait goes on

@@ -88,7 +88,7 @@ func submitBacklog(ctx context.Context, cfg BurndownConfig, queue string, rep *B
 			}
 			defer cl.Close()
 			for next.Add(1) <= int64(rep.Runs) {
-				if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, ID: uuid.Must(uuid.NewV7()).String()}); err != nil {
+				if _, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf, ID: uuid.Must(uuid.NewV7()).String()}); err != nil {
 					errs <- err
 					return
 				}
@@ -162,7 +162,7 @@ func (s *burnState) work(w int) {
 	id := fmt.Sprintf("bench-%d", w)
 	for s.done.Load() < int64(total) && rctx.Err() == nil {
 		c0 := time.Now()
-		got, err := cl.Claim(rctx, rpc.ClaimParams{WorkerID: id, Queues: []string{queue}, Max: cfg.Max, WaitMS: 1000})
+		got, err := cl.TaskClaim(rctx, rpc.ClaimParams{WorkerID: id, Queues: []string{queue}, Max: cfg.Max, WaitMS: 1000})
 		if err != nil || len(got) == 0 {
 			continue
 		}
@@ -176,7 +176,7 @@ func (s *burnState) work(w int) {
 			go func(t rpc.Claimed) {
 				defer inner.Done()
 				d0 := time.Now()
-				ack, err := cl.Complete(rctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken})
+				ack, err := cl.TaskComplete(rctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken})
 				if err != nil || !ack.Accepted {
 					s.rejected.Add(1)
 					return

@@ -54,7 +54,7 @@ func clusterStatuses(ctx context.Context, eps []string, opts rpc.ClientOptions) 
 			defer cl.Close()
 			sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			if st, err := cl.Status(sctx); err == nil {
+			if st, err := cl.ClusterStatus(sctx); err == nil {
 				out[i].st = st
 			}
 		}()
@@ -193,7 +193,7 @@ func VerifyRuns(ctx context.Context, eps []string, opts rpc.ClientOptions, callT
 	cursor := ""
 	for {
 		lctx, cancel := context.WithTimeout(ctx, callTO)
-		res, err := cl.ListRuns(lctx, rpc.ListParams{Limit: 1000, Cursor: cursor, Consistent: true})
+		res, err := cl.RunList(lctx, rpc.ListParams{Limit: 1000, Cursor: cursor, Consistent: true})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("verify: run.list: %w", err)

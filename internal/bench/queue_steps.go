@@ -38,7 +38,7 @@ func (r *queueRun) startWorkers() error {
 func (r *queueRun) work(cl *rpc.Client, id string) {
 	for r.rctx.Err() == nil {
 		cctx, ccancel := context.WithTimeout(r.rctx, r.cfg.CallTimeout+time.Second)
-		got, err := cl.Claim(cctx, rpc.ClaimParams{WorkerID: id, Queues: []string{r.queue}, Max: r.cfg.ClaimMax, WaitMS: 1000})
+		got, err := cl.TaskClaim(cctx, rpc.ClaimParams{WorkerID: id, Queues: []string{r.queue}, Max: r.cfg.ClaimMax, WaitMS: 1000})
 		ccancel()
 		if err != nil {
 			pause(r.rctx, 50*time.Millisecond) // no hot loop while an agent is away
@@ -82,12 +82,12 @@ func (r *queueRun) complete(cl *rpc.Client, id string, t rpc.Claimed) *rpc.Claim
 	var err error
 	if r.cfg.ClaimNext && r.rctx.Err() == nil {
 		p.Claim = &rpc.ClaimParams{WorkerID: id, Queues: []string{r.queue}, Max: 1}
-		if ack, err = cl.CompleteAndClaim(dctx, p); err != nil {
+		if ack, err = cl.TaskCompleteAndClaim(dctx, p); err != nil {
 			p.Claim = nil // outcome unknown: report it alone (repeat-safe)
 		}
 	}
 	if p.Claim == nil {
-		ack, err = cl.Complete(dctx, p)
+		ack, err = cl.TaskComplete(dctx, p)
 	}
 	now := time.Now()
 	switch {
@@ -156,7 +156,7 @@ func (r *queueRun) submit(cl *rpc.Client, i int) bool {
 	// ctx, not rctx: the last jobs may complete before their submit is
 	// answered.
 	sctx, scancel := context.WithTimeout(r.ctx, r.cfg.CallTimeout)
-	_, err := cl.Submit(sctx, rpc.SubmitParams{Workflow: queueWorkflow(r.queue, i, r.cfg.Payload), ID: id})
+	_, err := cl.RunSubmit(sctx, rpc.SubmitParams{Workflow: queueWorkflow(r.queue, i, r.cfg.Payload), ID: id})
 	scancel()
 	if err != nil {
 		r.cancel(fmt.Errorf("submit job %d: %w", i, err))

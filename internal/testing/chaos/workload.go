@@ -251,7 +251,7 @@ func (w *Workload) submitOne(cl *rpc.Client, qsShare float64) {
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		start := time.Now()
-		res, err := cl.Submit(ctx, p)
+		res, err := cl.RunSubmit(ctx, p)
 		cancel()
 		d := time.Since(start)
 		w.rec.SubmitCalls.Add(1)
@@ -302,7 +302,7 @@ func (w *Workload) worker(id string, cl *rpc.Client, staller bool) {
 	for w.workCtx.Err() == nil {
 		ctx, cancel := context.WithTimeout(w.workCtx, 15*time.Second)
 		start := time.Now()
-		tasks, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: id, Queues: queues, Max: maxN, WaitMS: 1000})
+		tasks, err := cl.TaskClaim(ctx, rpc.ClaimParams{WorkerID: id, Queues: queues, Max: maxN, WaitMS: 1000})
 		cancel()
 		w.rec.ClaimCalls.Add(1)
 		if err != nil {
@@ -346,7 +346,7 @@ func (w *Workload) work(cl *rpc.Client, worker string, t rpc.Claimed) {
 			case <-tick.C:
 			}
 			ctx, cancel := context.WithTimeout(hbCtx, every*2)
-			res, err := cl.Heartbeat(ctx, t.TaskID, t.FencingToken)
+			res, err := cl.TaskHeartbeat(ctx, t.TaskID, t.FencingToken)
 			cancel()
 			if err == nil && !res.Accepted {
 				w.rec.LeasesLost.Add(1)
@@ -370,12 +370,12 @@ func (w *Workload) work(cl *rpc.Client, worker string, t rpc.Claimed) {
 		var res *rpc.AckResult
 		var err error
 		if in.FailFirst && t.Attempt == 1 {
-			_, err = cl.Fail(ctx, rpc.FailParams{TaskID: t.TaskID, FencingToken: t.FencingToken, Error: "deliberate first-attempt failure"})
+			_, err = cl.TaskFail(ctx, rpc.FailParams{TaskID: t.TaskID, FencingToken: t.FencingToken, Error: "deliberate first-attempt failure"})
 			if err == nil {
 				w.rec.Fails.Add(1)
 			}
 		} else {
-			res, err = cl.Complete(ctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken,
+			res, err = cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken,
 				Result: json.RawMessage(fmt.Sprintf(`{"by":%q}`, worker))})
 			if err == nil {
 				w.rec.Completes.Add(1)
@@ -414,7 +414,7 @@ func (w *Workload) stall(cl *rpc.Client, t rpc.Claimed) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		cur, err := cl.GetTask(ctx, t.TaskID)
+		cur, err := cl.TaskGet(ctx, t.TaskID)
 		cancel()
 		// A lagging agent may not have applied the claim yet (it shows an
 		// older token and the task ready): only a token at least ours
@@ -430,9 +430,9 @@ func (w *Workload) stall(cl *rpc.Client, t rpc.Claimed) {
 			var res *rpc.AckResult
 			var err error
 			if write == "heartbeat" {
-				res, err = cl.Heartbeat(ctx, t.TaskID, t.FencingToken)
+				res, err = cl.TaskHeartbeat(ctx, t.TaskID, t.FencingToken)
 			} else {
-				res, err = cl.Complete(ctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken, Result: json.RawMessage(`{"stale":true}`)})
+				res, err = cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: t.TaskID, FencingToken: t.FencingToken, Result: json.RawMessage(`{"stale":true}`)})
 			}
 			cancel()
 			if err != nil {

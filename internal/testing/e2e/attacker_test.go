@@ -253,7 +253,7 @@ func TestSecurityAttackerProcesses(t *testing.T) {
 	defer cancel()
 
 	// Something to protect: a run, and a worker token for the TCP attack.
-	if _, err := c.client().Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"precious","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
+	if _, err := c.client().RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"precious","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	var tok rpc.ACLTokenCreateResult
@@ -426,15 +426,15 @@ func TestSecurityAttackerProcesses(t *testing.T) {
 	}
 	cl := c.client(follower)
 	for id := range forged {
-		if _, err := cl.GetRun(ctx, id); !errors.Is(err, domain.ErrNotFound) {
+		if _, err := cl.RunGet(ctx, id); !errors.Is(err, domain.ErrNotFound) {
 			t.Fatalf("forged run %s: %v", id, err)
 		}
 	}
-	res, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)})
+	res, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)})
 	if err != nil {
 		t.Fatalf("a write through %s after the attacks: %v", follower.id, err)
 	}
-	if _, err := cl.GetRun(ctx, res.ID); err != nil {
+	if _, err := cl.RunGet(ctx, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got := c.waitLeader(); got != leader {

@@ -57,7 +57,7 @@ func TestSnapshotSaveRunsOnTheLeaderFromAFollower(t *testing.T) {
 	fs := c.followers(leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.client().Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"kept","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
+	if _, err := c.client().RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"kept","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	out := mustCLI(t, fs[0].sock, "snapshot", "save", "s1", "-o", "json")
@@ -120,7 +120,7 @@ func allRuns(t *testing.T, cl *rpc.Client) map[string]runFacts {
 	var ids []string
 	cursor := ""
 	for {
-		page, err := cl.ListRuns(ctx, rpc.ListParams{Limit: 500, Cursor: cursor})
+		page, err := cl.RunList(ctx, rpc.ListParams{Limit: 500, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func allRuns(t *testing.T, cl *rpc.Client) map[string]runFacts {
 		go func() {
 			defer wg.Done()
 			for id := range work {
-				r, err := cl.GetRun(ctx, id)
+				r, err := cl.RunGet(ctx, id)
 				if err != nil {
 					errs <- fmt.Errorf("run %s: %w", id, err)
 					return
@@ -179,7 +179,7 @@ func allRuns(t *testing.T, cl *rpc.Client) map[string]runFacts {
 // during the wait), until ctx ends.
 func claim(ctx context.Context, cl *rpc.Client, p rpc.ClaimParams) ([]rpc.Claimed, error) {
 	for {
-		got, err := cl.Claim(ctx, p)
+		got, err := cl.TaskClaim(ctx, p)
 		if !errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
 			return got, err
 		}
@@ -216,7 +216,7 @@ func makeRuns(t *testing.T, cl *rpc.Client, n int) {
 			for i := g; i < n; i += 8 {
 				wf := fmt.Sprintf(`{"name":"drill","tasks":[{"key":"a","type":%q,"input":{"i":%d}}]}`, kind(i), i)
 				// An id makes the submit safe to retry across a leader change.
-				res, err := cl.Submit(ctx, rpc.SubmitParams{ID: uuid.Must(uuid.NewV7()).String(), Workflow: json.RawMessage(wf), Labels: map[string]string{"i": strconv.Itoa(i)}})
+				res, err := cl.RunSubmit(ctx, rpc.SubmitParams{ID: uuid.Must(uuid.NewV7()).String(), Workflow: json.RawMessage(wf), Labels: map[string]string{"i": strconv.Itoa(i)}})
 				if err != nil {
 					errs <- err
 					return
@@ -259,9 +259,9 @@ func makeRuns(t *testing.T, cl *rpc.Client, n int) {
 				_ = json.Unmarshal(tk.Input, &in)
 				var err error
 				if tk.Type == "bad" {
-					_, err = cl.Fail(ctx, rpc.FailParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Error: fmt.Sprintf("bad input %d", in.I), Retryable: &no})
+					_, err = cl.TaskFail(ctx, rpc.FailParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Error: fmt.Sprintf("bad input %d", in.I), Retryable: &no})
 				} else {
-					_, err = cl.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken,
+					_, err = cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken,
 						Result: json.RawMessage(fmt.Sprintf(`{"i":%d,"out":"r-%d"}`, in.I, in.I))})
 				}
 				if err != nil {
@@ -362,7 +362,7 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := fresh.client(via)
-	sub, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"after"}]}`)})
+	sub, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"after"}]}`)})
 	if err != nil {
 		t.Fatalf("submit after the restore: %v", err)
 	}
@@ -371,11 +371,11 @@ func TestSnapshotRestoreDrill(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim %s after the restore: %v %v", typ, got, err)
 		}
-		if _, err := cl.Complete(ctx, rpc.CompleteParams{TaskID: got[0].TaskID, FencingToken: got[0].FencingToken, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+		if _, err := cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: got[0].TaskID, FencingToken: got[0].FencingToken, Result: json.RawMessage(`{"ok":true}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if w, err := cl.WaitRun(ctx, sub.ID, 10000); err != nil || !w.Done || w.Run.State != "succeeded" {
+	if w, err := cl.RunWait(ctx, sub.ID, 10000); err != nil || !w.Done || w.Run.State != "succeeded" {
 		t.Fatalf("the run submitted after the restore: %+v %v", w, err)
 	}
 	t.Logf("drill: %d runs %v, file %d bytes from %s; save --out %s, restore --in %s (a fresh 3-agent cluster, through a follower)",
@@ -398,7 +398,7 @@ func upload(ctx context.Context, cl *rpc.Client, data []byte, bytes int64, sum s
 		}
 	}
 	var res rpc.SnapshotResult
-	return cl.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: bytes, SHA256: sum}, &res)
+	return cl.Call(ctx, rpc.MethodSnapshotRestore, rpc.SnapshotParams{Transfer: up.Transfer, Node: up.Node, Bytes: bytes, SHA256: sum}, &res)
 }
 
 // A damaged upload restores nothing: a truncated one, one whose bytes
@@ -411,7 +411,7 @@ func TestSnapshotDamagedUploadRestoresNothing(t *testing.T) {
 	cl := c.client(a)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"before","tasks":[{"key":"a","type":"echo","input":{"pad":"` + strings.Repeat("x", 3000) + `"}}]}`)}); err != nil {
+	if _, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"before","tasks":[{"key":"a","type":"echo","input":{"pad":"` + strings.Repeat("x", 3000) + `"}}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "good.snap")
@@ -422,13 +422,13 @@ func TestSnapshotDamagedUploadRestoresNothing(t *testing.T) {
 	}
 	sum := fmt.Sprintf("%x", sha256.Sum256(good))
 	// A run the snapshot does not hold: a restore would remove it.
-	after, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)})
+	after, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	intact := func(what string) {
 		t.Helper()
-		if _, err := cl.GetRun(ctx, after.ID); err != nil {
+		if _, err := cl.RunGet(ctx, after.ID); err != nil {
 			t.Fatalf("%s: the run made after the snapshot is gone (%v): something was restored", what, err)
 		}
 	}
@@ -462,7 +462,7 @@ func TestSnapshotDamagedUploadRestoresNothing(t *testing.T) {
 	if err := cl.Call(ctx, rpc.MethodSnapshotClose, up.SnapshotTransfer, nil); err != nil {
 		t.Fatal(err)
 	}
-	err = cl.Call(ctx, rpc.MethodSnapshotRest, rpc.SnapshotParams{Transfer: up.Transfer, Bytes: int64(len(half)), SHA256: fmt.Sprintf("%x", sha256.Sum256(half))}, nil)
+	err = cl.Call(ctx, rpc.MethodSnapshotRestore, rpc.SnapshotParams{Transfer: up.Transfer, Bytes: int64(len(half)), SHA256: fmt.Sprintf("%x", sha256.Sum256(half))}, nil)
 	refused("a closed upload", err, "no open snapshot upload")
 	// The CLI checks a local file before it uploads anything.
 	bad := filepath.Join(t.TempDir(), "bad.snap")
@@ -481,7 +481,7 @@ func TestSnapshotDamagedUploadRestoresNothing(t *testing.T) {
 	if err := upload(ctx, cl, good, int64(len(good)), sum); err != nil {
 		t.Fatalf("intact upload: %v", err)
 	}
-	if _, err := cl.GetRun(ctx, after.ID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := cl.RunGet(ctx, after.ID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("the intact upload did not restore: run %s: %v", after.ID, err)
 	}
 }

@@ -172,11 +172,11 @@ func TestComposeUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := dial(tok.Secret, addrs...)
-	res, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: spec})
+	res, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: spec})
 	if err != nil {
 		t.Fatalf("submit over TLS with the token: %v", err)
 	}
-	w, err := cl.WaitRun(ctx, res.ID, 60_000)
+	w, err := cl.RunWait(ctx, res.ID, 60_000)
 	if err != nil || !w.Done || w.Run.State != "succeeded" {
 		t.Fatalf("run %s: %v %+v (the compose worker should complete it)", res.ID, err, w)
 	}

@@ -23,7 +23,7 @@ func TestRunDeadlineAndScheduleToStart(t *testing.T) {
 		stalled := claimOne(t, cl, "stalled", "dl-cancel")
 		ctx, cancel := ctx30()
 		defer cancel()
-		r, err := cl.GetRun(ctx, id)
+		r, err := cl.RunGet(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestRunDeadlineAndScheduleToStart(t *testing.T) {
 		stalled := claimOne(t, cl, "stalled", "dl-pay")
 		ctx, cancel := ctx30()
 		defer cancel()
-		r, err := cl.GetRun(ctx, id)
+		r, err := cl.RunGet(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func TestRunDeadlineAndScheduleToStart(t *testing.T) {
 		if claimedAt := time.Now(); claimedAt.Before(r.DeadlineAt) || !undo.Compensation || undo.TaskKey != "book" {
 			t.Fatalf("compensation claim %+v at %v, deadline %v", undo, claimedAt, r.DeadlineAt)
 		}
-		if run, err := rest.GetRun(ctx, id); err != nil || run.State != "reverting" || !strings.Contains(run.Reason, "deadline_ms 3000") {
+		if run, err := rest.RunGet(ctx, id); err != nil || run.State != "reverting" || !strings.Contains(run.Reason, "deadline_ms 3000") {
 			t.Fatalf("run while compensating: %+v (%v)", run, err)
 		}
 		if complete(t, rest, stalled) {

@@ -88,11 +88,11 @@ func TestNoQuorumLongPollsEndOnTime(t *testing.T) {
 	cl := c.client(survivor)
 	for _, call := range []func(ctx context.Context) error{
 		func(ctx context.Context) error {
-			_, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 1000})
+			_, err := cl.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "w", WaitMS: 1000})
 			return err
 		},
 		func(ctx context.Context) error {
-			_, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(pairWorkflow)})
+			_, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(pairWorkflow)})
 			return err
 		},
 	} {

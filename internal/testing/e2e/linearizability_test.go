@@ -190,7 +190,7 @@ func TestRunLifecycleIsLinearizable(t *testing.T) {
 				switch rng.IntN(3) {
 				case 0:
 					in.Op = "submit"
-					res, err := cl.Submit(octx, rpc.SubmitParams{ID: in.ID, Workflow: wf})
+					res, err := cl.RunSubmit(octx, rpc.SubmitParams{ID: in.ID, Workflow: wf})
 					if notSent(err) {
 						break
 					}

@@ -66,7 +66,7 @@ func TestReplaceDeadFollowerUnderLoad(t *testing.T) {
 				// The same id on every retry: a submit whose answer was lost
 				// is not submitted twice.
 				for ctx.Err() == nil {
-					_, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, ID: id})
+					_, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf, ID: id})
 					if err == nil {
 						break
 					}
@@ -95,7 +95,7 @@ func TestReplaceDeadFollowerUnderLoad(t *testing.T) {
 						return
 					default:
 					}
-					tasks, err := cl.Claim(ctx, rpc.ClaimParams{WorkerID: worker, Types: []string{"load"}, Max: 8, WaitMS: 300})
+					tasks, err := cl.TaskClaim(ctx, rpc.ClaimParams{WorkerID: worker, Types: []string{"load"}, Max: 8, WaitMS: 300})
 					if err != nil {
 						if !errors.Is(err, domain.ErrUnavailable) {
 							fail(fmt.Errorf("%s: claim: %w", worker, err))
@@ -105,7 +105,7 @@ func TestReplaceDeadFollowerUnderLoad(t *testing.T) {
 					}
 					for _, tk := range tasks {
 						for ctx.Err() == nil {
-							ack, err := cl.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`"ok"`)})
+							ack, err := cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`"ok"`)})
 							if err != nil && errors.Is(err, domain.ErrUnavailable) {
 								continue // repeats safely: the fencing token
 							}
@@ -227,7 +227,7 @@ func TestReplaceDeadFollowerUnderLoad(t *testing.T) {
 	}
 	cl := c.client(leader)
 	for _, id := range ids {
-		r, err := cl.GetRun(ctx, id)
+		r, err := cl.RunGet(ctx, id)
 		if err != nil || r.State != domain.RunSucceeded {
 			t.Fatalf("run %s: %v %v (lost work)", id, r, err)
 		}

@@ -42,7 +42,7 @@ func claimAndComplete(t *testing.T, ctx context.Context, c *rpc.Client, worker s
 		}
 	}
 	for {
-		tasks, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: worker, WaitMS: 3000})
+		tasks, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: worker, WaitMS: 3000})
 		if err != nil {
 			retry("claim", err)
 			continue
@@ -54,7 +54,7 @@ func claimAndComplete(t *testing.T, ctx context.Context, c *rpc.Client, worker s
 			continue
 		}
 		for {
-			ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken,
+			ack, err := c.TaskComplete(ctx, rpc.CompleteParams{TaskID: tasks[0].TaskID, FencingToken: tasks[0].FencingToken,
 				Result: json.RawMessage(`{"by":"` + worker + `"}`)})
 			if err != nil {
 				retry("complete "+tasks[0].TaskID, err)
@@ -79,7 +79,7 @@ func sameState(t *testing.T, c *cluster) {
 		var applied []uint64
 		same := true
 		for _, a := range c.agents {
-			d, err := c.client(a).Digest(ctx)
+			d, err := c.client(a).ClusterDigest(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,20 +105,20 @@ func TestSubmitViaFollowerClaimViaAnother(t *testing.T) {
 	fs := c.followers(leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sub, err := c.client(fs[0]).Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(pairWorkflow), ID: "0193a000-0000-7000-8000-000000000001"})
+	sub, err := c.client(fs[0]).RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(pairWorkflow), ID: "0193a000-0000-7000-8000-000000000001"})
 	if err != nil || !sub.Created {
 		t.Fatalf("submit: %+v %v", sub, err)
 	}
 	worker := c.client(fs[1])
 	claimAndComplete(t, ctx, worker, "w1")
 	claimAndComplete(t, ctx, worker, "w1")
-	w, err := c.client(fs[0]).WaitRun(ctx, sub.ID, 10000)
+	w, err := c.client(fs[0]).RunWait(ctx, sub.ID, 10000)
 	if err != nil || !w.Done || w.Run.State != domain.RunSucceeded {
 		t.Fatalf("wait: %+v %v", w, err)
 	}
 	sameState(t, c)
 	for _, a := range c.agents {
-		r, err := c.client(a).GetRun(ctx, sub.ID)
+		r, err := c.client(a).RunGet(ctx, sub.ID)
 		if err != nil || r.State != domain.RunSucceeded || len(r.Tasks) != 2 {
 			t.Fatalf("%s: %+v %v", a.id, r, err)
 		}
@@ -133,7 +133,7 @@ func TestKill9LeaderMidRun(t *testing.T) {
 	cl := c.client()
 	var ids []string
 	for i := 0; i < 5; i++ {
-		sub, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(pairWorkflow), ID: fmt.Sprintf("0193a000-0000-7000-8000-%012d", i+1)})
+		sub, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(pairWorkflow), ID: fmt.Sprintf("0193a000-0000-7000-8000-%012d", i+1)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestKill9LeaderMidRun(t *testing.T) {
 		}
 	}
 	for _, id := range ids {
-		w, err := wc.WaitRun(ctx, id, 10000)
+		w, err := wc.RunWait(ctx, id, 10000)
 		if err != nil || w.Run.State != domain.RunSucceeded {
 			t.Fatalf("run %s: %+v %v", id, w, err)
 		}
@@ -170,7 +170,7 @@ func TestKill9LeaderMidRun(t *testing.T) {
 	// Nothing doubled: every task has exactly one successful attempt.
 	for _, id := range ids {
 		for _, key := range []string{"a", "b"} {
-			tk, err := wc.GetTask(ctx, id+"/"+key)
+			tk, err := wc.TaskGet(ctx, id+"/"+key)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,7 @@ func TestRateLimitedQueueNeverLeasesFaster(t *testing.T) {
 			tasks = append(tasks, fmt.Sprintf(`{"key":"t%d","type":"limited","queue":"limited","lease_ms":%d}`, k, leaseMS))
 		}
 		wf := json.RawMessage(`{"name":"limited","tasks":[` + strings.Join(tasks, ",") + `]}`)
-		if _, err := admin.Submit(ctx, rpc.SubmitParams{Workflow: wf}); err != nil {
+		if _, err := admin.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -58,7 +58,7 @@ func TestRateLimitedQueueNeverLeasesFaster(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for wctx.Err() == nil {
-				got, err := cl.Claim(wctx, rpc.ClaimParams{WorkerID: fmt.Sprint("w", i), Queues: []string{"limited"}, Max: 4, WaitMS: 1000})
+				got, err := cl.TaskClaim(wctx, rpc.ClaimParams{WorkerID: fmt.Sprint("w", i), Queues: []string{"limited"}, Max: 4, WaitMS: 1000})
 				var re *rpc.Error
 				if errors.As(err, &re) && re.Code == rpc.CodeUnavailable && wctx.Err() == nil {
 					// "Did not commit in time; retry" on a loaded box: the
@@ -78,7 +78,7 @@ func TestRateLimitedQueueNeverLeasesFaster(t *testing.T) {
 					mu.Unlock()
 					// Complete off the claim loop's clock: errors here are
 					// not what this test is about, but they must not happen.
-					if ack, err := cl.Complete(ctx, rpc.CompleteParams{TaskID: g.TaskID, FencingToken: g.FencingToken}); err != nil || !ack.Accepted {
+					if ack, err := cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: g.TaskID, FencingToken: g.FencingToken}); err != nil || !ack.Accepted {
 						t.Errorf("complete %s: %+v %v", g.TaskID, ack, err)
 					}
 				}
@@ -102,7 +102,7 @@ func TestRateLimitedQueueNeverLeasesFaster(t *testing.T) {
 	if min := int(run.Seconds()) * rate * 3 / 4; len(leasedAt) < min {
 		t.Fatalf("%d leases in %v: the limit throttled below %d/s (want at least %d)", len(leasedAt), run, rate, min)
 	}
-	qs, err := admin.Queues(ctx)
+	qs, err := admin.QueueList(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

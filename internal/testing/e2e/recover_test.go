@@ -45,7 +45,7 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	}
 	before := map[string]domain.RunState{}
 	for _, id := range ids {
-		r, err := cl.GetRun(ctx, id)
+		r, err := cl.RunGet(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,11 +148,11 @@ func TestRecoverFromLostMajority(t *testing.T) {
 	sameState(t, c)
 	for _, a := range c.agents {
 		acl := c.client(a)
-		if _, err := acl.GetRun(ctx, after); err != nil {
+		if _, err := acl.RunGet(ctx, after); err != nil {
 			t.Fatalf("%s: the run submitted to the recovered node alone: %v", a.id, err)
 		}
 		for id, want := range before {
-			r, err := acl.GetRun(ctx, id)
+			r, err := acl.RunGet(ctx, id)
 			if err != nil || r.State != want {
 				t.Fatalf("%s: run %s after recovery: %v %v, want %s", a.id, id, r, err, want)
 			}
@@ -179,7 +179,7 @@ func submitID(t *testing.T, cl *rpc.Client, wf json.RawMessage) string {
 	defer cancel()
 	id := fmt.Sprintf("0193a001-0000-7000-8000-%012x", submitSeq.Add(1))
 	for attempt := 0; ; attempt++ {
-		_, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, ID: id})
+		_, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf, ID: id})
 		if err == nil {
 			return id
 		}
@@ -197,7 +197,7 @@ func completeOK(t *testing.T, cl *rpc.Client, tk rpc.Claimed) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
-		ack, err := cl.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`"ok"`)})
+		ack, err := cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`"ok"`)})
 		if err == nil {
 			if !ack.Accepted {
 				t.Fatalf("completion of %s not accepted", tk.TaskID)

@@ -25,7 +25,7 @@ func TestLaggingFollowerRejoinsAfterLargeEntries(t *testing.T) {
 	big := json.RawMessage(`{"pad":"` + strings.Repeat("x", 900<<10) + `"}`)
 	for range 16 {
 		wf := json.RawMessage(`{"tasks":[{"key":"a","type":"t","input":` + string(big) + `}]}`)
-		if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf}); err != nil {
+		if _, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -58,7 +58,7 @@ func TestScheduleFiresOncePerSecondAcrossLeaderKill(t *testing.T) {
 	runs := map[string]bool{}
 	var missed int
 	for from := uint64(0); ; {
-		page, err := sc.Events(ctx, rpc.EventsListParams{FromIndex: from, Limit: 1000})
+		page, err := sc.EventsList(ctx, rpc.EventsListParams{FromIndex: from, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

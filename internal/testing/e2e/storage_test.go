@@ -106,7 +106,7 @@ func submitN(t *testing.T, cl *rpc.Client, n int) {
 	defer cancel()
 	for i := range n {
 		wf := json.RawMessage(fmt.Sprintf(`{"tasks":[{"key":"a","type":"t","input":{"i":%d,"pad":"%s"}}]}`, i, strings.Repeat("p", 200)))
-		if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf}); err != nil {
+		if _, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,7 +254,7 @@ func TestStorageDiskFullIsACleanStop(t *testing.T) {
 			default:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
+			_, _ = cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t"}]}`)})
 			cancel()
 		}
 	}()

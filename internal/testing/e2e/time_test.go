@@ -23,11 +23,11 @@ func TestTimeLimitsAndSignals(t *testing.T) {
 		ctx, cancel := ctx30()
 		defer cancel()
 		before := time.Now()
-		res, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, DelayMS: 2000})
+		res, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf, DelayMS: 2000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := cl.GetRun(ctx, res.ID)
+		r, err := cl.RunGet(ctx, res.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestTimeLimitsAndSignals(t *testing.T) {
 		if claimedAt.Before(r.StartAt) {
 			t.Fatalf("claimed at %v, before the start time %v", claimedAt, r.StartAt)
 		}
-		run, err := rest.GetRun(ctx, res.ID)
+		run, err := rest.RunGet(ctx, res.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestTimeLimitsAndSignals(t *testing.T) {
 		// not renewed past the timeout, whatever the worker does.
 		deadline := stalled.DeadlineAt
 		for {
-			ack, err := cl.Heartbeat(ctx, stalled.TaskID, stalled.FencingToken)
+			ack, err := cl.TaskHeartbeat(ctx, stalled.TaskID, stalled.FencingToken)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -81,7 +81,7 @@ func digests(t testing.TB, c *cluster) map[string]rpc.DigestResult {
 	defer cancel()
 	out := map[string]rpc.DigestResult{}
 	for _, a := range c.agents {
-		d, err := c.client(a).Digest(ctx)
+		d, err := c.client(a).ClusterDigest(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,10 +155,10 @@ func TestTLSAttackersAreRefused(t *testing.T) {
 	// Still one cluster: same term, nothing forged, a real write through
 	// the follower (forwarded over mTLS), replicas equal.
 	cl := c.client(target)
-	if _, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"real","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
+	if _, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"real","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
 		t.Fatalf("forwarded submit over mTLS: %v", err)
 	}
-	if _, err := cl.GetRun(ctx, forgedID); !errors.Is(err, domain.ErrNotFound) {
+	if _, err := cl.RunGet(ctx, forgedID); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("forged run: %v", err)
 	}
 	if after := c.status(target); after.Term != before.Term {
@@ -237,7 +237,7 @@ func TestTLSRotationOnSIGHUP(t *testing.T) {
 	// and leadership handed to it (the others dial it with the new cert).
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.client(a).Submit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
+	if _, err := c.client(a).RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"name":"after","tasks":[{"key":"a","type":"echo"}]}`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.client(leader).CallIdempotent(ctx, rpc.MethodRaftTransfer, rpc.PeerParams{ID: a.id}, nil); err != nil {

@@ -98,7 +98,7 @@ func (l *jobLoad) produce() {
 			// closed under the call) is an unknown outcome: the same id
 			// again is the same run.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := l.cl.Submit(ctx, rpc.SubmitParams{ID: id, Workflow: wf})
+			_, err := l.cl.RunSubmit(ctx, rpc.SubmitParams{ID: id, Workflow: wf})
 			cancel()
 			if err == nil {
 				break
@@ -130,7 +130,7 @@ func (l *jobLoad) work(worker string) {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		tasks, err := l.cl.Claim(ctx, rpc.ClaimParams{WorkerID: worker, Types: []string{"job"}, Max: 4, WaitMS: 300})
+		tasks, err := l.cl.TaskClaim(ctx, rpc.ClaimParams{WorkerID: worker, Types: []string{"job"}, Max: 4, WaitMS: 300})
 		cancel()
 		if err != nil {
 			continue // unavailable during a restart: the client re-sends its request id
@@ -138,7 +138,7 @@ func (l *jobLoad) work(worker string) {
 		for _, tk := range tasks {
 			for {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				ack, err := l.cl.Complete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`{"ok":true}`)})
+				ack, err := l.cl.TaskComplete(ctx, rpc.CompleteParams{TaskID: tk.TaskID, FencingToken: tk.FencingToken, Result: json.RawMessage(`{"ok":true}`)})
 				cancel()
 				if err != nil {
 					continue // outcome unknown: a completion repeats safely by its token
@@ -207,7 +207,7 @@ func (l *jobLoad) waitDone() {
 	defer cancel()
 	for _, id := range l.submitted() {
 		for {
-			res, err := l.cl.WaitRun(ctx, id, 30000)
+			res, err := l.cl.RunWait(ctx, id, 30000)
 			if err == nil && res.Done && res.Run.State == "succeeded" {
 				break
 			}
@@ -277,14 +277,14 @@ func (c *cluster) submitProbe(a *agent) map[string]map[string]string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	id := uuid.Must(uuid.NewV7()).String()
-	if _, err := c.client(a).Submit(ctx, rpc.SubmitParams{ID: id, Workflow: json.RawMessage(`{"name":"probe","tasks":[{"key":"a","type":"probe"}]}`),
+	if _, err := c.client(a).RunSubmit(ctx, rpc.SubmitParams{ID: id, Workflow: json.RawMessage(`{"name":"probe","tasks":[{"key":"a","type":"probe"}]}`),
 		Labels: map[string]string{"via": a.id}}); err != nil {
 		c.t.Fatal(err)
 	}
 	out := map[string]map[string]string{}
 	for _, b := range c.agents {
 		for { // each agent's own state, once it has applied the submit
-			r, err := c.client(b).GetRun(ctx, id)
+			r, err := c.client(b).RunGet(ctx, id)
 			if err == nil {
 				out[b.id] = r.Labels
 				break

@@ -33,7 +33,7 @@ func claimOne(t *testing.T, c *rpc.Client, worker string, types ...string) rpc.C
 	ctx, cancel := ctx30()
 	defer cancel()
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: worker, Types: types, WaitMS: 5000})
+		got, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: worker, Types: types, WaitMS: 5000})
 		if errors.Is(err, domain.ErrUnavailable) {
 			d := rpc.Backoff(attempt, 20*time.Millisecond, time.Second, err)
 			t.Logf("claim answered %v; claiming again after %v", err, d)
@@ -61,7 +61,7 @@ func noClaim(t *testing.T, c *rpc.Client, types ...string) {
 	t.Helper()
 	ctx, cancel := ctx30()
 	defer cancel()
-	got, err := c.Claim(ctx, rpc.ClaimParams{WorkerID: "probe", Types: types, WaitMS: 700})
+	got, err := c.TaskClaim(ctx, rpc.ClaimParams{WorkerID: "probe", Types: types, WaitMS: 700})
 	if err != nil || len(got) != 0 {
 		t.Fatalf("claimed %v (%v), expected nothing dispatchable", got, err)
 	}
@@ -82,7 +82,7 @@ func complete(t *testing.T, c *rpc.Client, cl rpc.Claimed) bool {
 	t.Helper()
 	ctx, cancel := ctx30()
 	defer cancel()
-	ack, err := c.Complete(ctx, rpc.CompleteParams{TaskID: cl.TaskID, FencingToken: cl.FencingToken, Result: json.RawMessage(`"ok"`)})
+	ack, err := c.TaskComplete(ctx, rpc.CompleteParams{TaskID: cl.TaskID, FencingToken: cl.FencingToken, Result: json.RawMessage(`"ok"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,14 +142,14 @@ func TestCancelRevokesRunningLease(t *testing.T) {
 	}
 	ctx, cancel := ctx30()
 	defer cancel()
-	hb, err := cl.Heartbeat(ctx, a.TaskID, a.FencingToken)
+	hb, err := cl.TaskHeartbeat(ctx, a.TaskID, a.FencingToken)
 	if err != nil || hb.Accepted {
 		t.Fatalf("heartbeat after cancel: %+v %v", hb, err)
 	}
 	if complete(t, cl, a) {
 		t.Fatal("late completion accepted after cancel")
 	}
-	r, _ := cl.GetRun(ctx, id)
+	r, _ := cl.RunGet(ctx, id)
 	for _, tk := range r.Tasks {
 		if tk.State != domain.TaskCancelled {
 			t.Fatalf("task %s is %s after cancel", tk.Key, tk.State)
@@ -168,7 +168,7 @@ func TestReplayWithAndWithoutReuse(t *testing.T) {
 	waitRun(t, cl, parent, 30*time.Second)
 	ctx, cancel := ctx30()
 	defer cancel()
-	plain, err := cl.Replay(ctx, rpc.ReplayParams{ID: parent})
+	plain, err := cl.RunReplay(ctx, rpc.ReplayParams{ID: parent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestReplayWithAndWithoutReuse(t *testing.T) {
 	if r.ParentID != parent || r.ReplayOf != parent || r.State != domain.RunSucceeded || task(t, cl, plain.ID+"/call-api").Attempt != 3 {
 		t.Fatalf("plain replay: %+v", r)
 	}
-	reuse, err := cl.Replay(ctx, rpc.ReplayParams{ID: parent, ReuseSucceeded: true})
+	reuse, err := cl.RunReplay(ctx, rpc.ReplayParams{ID: parent, ReuseSucceeded: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestQueueCapUnderFiftyClaimers(t *testing.T) {
 			violation = fmt.Errorf("event %d: %d tasks of capq running (cap 3)", ev.Index, running)
 		}
 	})
-	if _, err := sub.Subscribe(ctx, rpc.SubscribeParams{}); err != nil {
+	if _, err := sub.EventsSubscribe(ctx, rpc.SubscribeParams{}); err != nil {
 		t.Fatal(err)
 	}
 	const runs = 40
@@ -242,12 +242,12 @@ func TestQueueCapUnderFiftyClaimers(t *testing.T) {
 				if finished || ctx.Err() != nil {
 					return
 				}
-				got, err := wc.Claim(ctx, rpc.ClaimParams{WorkerID: fmt.Sprint("w", w), Queues: []string{"capq"}, WaitMS: 1000})
+				got, err := wc.TaskClaim(ctx, rpc.ClaimParams{WorkerID: fmt.Sprint("w", w), Queues: []string{"capq"}, WaitMS: 1000})
 				if err != nil {
 					return
 				}
 				for _, g := range got {
-					ack, err := wc.Complete(ctx, rpc.CompleteParams{TaskID: g.TaskID, FencingToken: g.FencingToken})
+					ack, err := wc.TaskComplete(ctx, rpc.CompleteParams{TaskID: g.TaskID, FencingToken: g.FencingToken})
 					if err == nil && ack.Accepted {
 						completed.Store(g.TaskID, true)
 						cmu.Lock()
@@ -311,17 +311,17 @@ func TestAdmissionFIFOAndReject(t *testing.T) {
 	ctx, cancel := ctx30()
 	defer cancel()
 	one := 1
-	if _, err := cl.SetSettings(ctx, rpc.Settings{MaxRunningRuns: &one}); err != nil {
+	if _, err := cl.SettingsSet(ctx, rpc.Settings{MaxRunningRuns: &one}); err != nil {
 		t.Fatal(err)
 	}
 	wf := json.RawMessage(`{"tasks":[{"key":"t","type":"adm"}]}`)
 	r1, r2, r3 := submit(t, cl, wf), submit(t, cl, wf), submit(t, cl, wf)
 	for id, want := range map[string]domain.RunState{r1: domain.RunRunning, r2: domain.RunPending, r3: domain.RunPending} {
-		if r, _ := cl.GetRun(ctx, id); r.State != want {
+		if r, _ := cl.RunGet(ctx, id); r.State != want {
 			t.Fatalf("run %s is %s, want %s", id, r.State, want)
 		}
 	}
-	_, err := cl.Submit(ctx, rpc.SubmitParams{Workflow: wf, IfFull: "reject"})
+	_, err := cl.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf, IfFull: "reject"})
 	var re *rpc.Error
 	if !errors.As(err, &re) || re.Code != -32005 || !errors.Is(err, domain.ErrTooManyRuns) {
 		t.Fatalf("reject: %v", err)
@@ -341,7 +341,7 @@ func TestBreakerAcrossFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	two, cool := 2, int64(1500)
-	if _, err := cl.SetSettings(ctx, rpc.Settings{BreakerFailures: &two, BreakerCooldownMS: &cool}); err != nil {
+	if _, err := cl.SettingsSet(ctx, rpc.Settings{BreakerFailures: &two, BreakerCooldownMS: &cool}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 4; i++ {
@@ -350,12 +350,12 @@ func TestBreakerAcrossFailover(t *testing.T) {
 	no := false
 	for i := 0; i < 2; i++ {
 		g := claimOne(t, cl, "w", "brk")
-		if _, err := cl.Fail(ctx, rpc.FailParams{TaskID: g.TaskID, FencingToken: g.FencingToken, Error: "down", Retryable: &no}); err != nil {
+		if _, err := cl.TaskFail(ctx, rpc.FailParams{TaskID: g.TaskID, FencingToken: g.FencingToken, Error: "down", Retryable: &no}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	breaker := func() string {
-		q, err := cl.Queues(ctx)
+		q, err := cl.QueueList(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,11 +413,11 @@ func TestRetentionGCRemovesOnlyOldFinishedRuns(t *testing.T) {
 	complete(t, cl, claimOne(t, cl, "w", "gc"))
 	active := submit(t, cl, json.RawMessage(`{"tasks":[{"key":"t","type":"gc-later"}]}`))
 	ret := int64(1500)
-	if _, err := cl.SetSettings(ctx, rpc.Settings{RetentionMS: &ret}); err != nil {
+	if _, err := cl.SettingsSet(ctx, rpc.Settings{RetentionMS: &ret}); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		_, err := cl.GetRun(ctx, old)
+		_, err := cl.RunGet(ctx, old)
 		if errors.Is(err, domain.ErrNotFound) {
 			break
 		}
@@ -426,7 +426,7 @@ func TestRetentionGCRemovesOnlyOldFinishedRuns(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond) // the leader's GC loop runs every few seconds
 	}
-	if r, err := cl.GetRun(ctx, active); err != nil || r.State != domain.RunRunning {
+	if r, err := cl.RunGet(ctx, active); err != nil || r.State != domain.RunRunning {
 		t.Fatalf("running run touched by GC: %+v %v", r, err)
 	}
 }

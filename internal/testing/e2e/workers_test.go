@@ -96,7 +96,7 @@ func submit(t testing.TB, c *rpc.Client, wf json.RawMessage) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := c.Submit(ctx, rpc.SubmitParams{Workflow: wf})
+	res, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: wf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func waitRun(t testing.TB, c *rpc.Client, id string, d time.Duration) *rpc.Run {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Second)
 	defer cancel()
-	w, err := c.WaitRun(ctx, id, d.Milliseconds())
+	w, err := c.RunWait(ctx, id, d.Milliseconds())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func waitRun(t testing.TB, c *rpc.Client, id string, d time.Duration) *rpc.Run {
 
 func task(t testing.TB, c *rpc.Client, id string) *rpc.Task {
 	t.Helper()
-	tk, err := c.GetTask(context.Background(), id)
+	tk, err := c.TaskGet(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestWorkerSIGSTOPPastLeaseIsFenced(t *testing.T) {
 	// wa's next heartbeat comes back accepted:false: its handler's context
 	// is cancelled and its result is never reported as current.
 	a.waitJournal(t, "cancelled long work")
-	ack, err := cl.Complete(context.Background(), rpc.CompleteParams{TaskID: id + "/work", FencingToken: stale.FencingToken, Result: json.RawMessage(`"late"`)})
+	ack, err := cl.TaskComplete(context.Background(), rpc.CompleteParams{TaskID: id + "/work", FencingToken: stale.FencingToken, Result: json.RawMessage(`"late"`)})
 	if err != nil || ack.Accepted {
 		t.Fatalf("completion with wa's token: %+v %v", ack, err)
 	}
