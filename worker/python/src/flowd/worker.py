@@ -314,6 +314,9 @@ class Worker:
                                                      "timed_out", "discarded")}
         self._thread: Optional[threading.Thread] = None
         self._log_handler: Optional[TaskLogHandler] = None
+        task_logger = logging.getLogger("flowd.task")
+        if task_logger.level == logging.NOTSET:
+            task_logger.setLevel(logging.INFO)  # ctx.log.info reaches the task log whatever the root level
 
     # -- registration -----------------------------------------------------------
 
