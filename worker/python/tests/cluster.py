@@ -75,8 +75,8 @@ class Cluster:
         return ",".join("unix://" + self.socks[i] for i in self.ids)
 
     def start(self, node: str) -> None:
-        log = open(os.path.join(self.dir, f"{node}.log"), "ab")
-        self.procs[node] = subprocess.Popen(self.args[node], stdout=log, stderr=log, start_new_session=True)
+        with open(os.path.join(self.dir, f"{node}.log"), "ab") as log:
+            self.procs[node] = subprocess.Popen(self.args[node], stdout=log, stderr=log, start_new_session=True)
 
     def kill(self, node: str) -> None:
         p = self.procs[node]
