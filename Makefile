@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test vet staticcheck generate-check bench bench-queues bench-profile deps clean image chaos compose-test
+.PHONY: all build run test test-python vet staticcheck generate-check bench bench-queues bench-profile deps clean image chaos compose-test
 
 all: build
 
@@ -66,6 +66,16 @@ generate-check:
 test: deps vet staticcheck generate-check build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
+	$(MAKE) --no-print-directory test-python
+
+# The Python SDK (worker/python): installed offline into a fresh venv, as a
+# user would (pip, no index, the package's in-tree build backend), then its
+# unittest suite against three real agents it starts from bin/flowd.
+PY_VENV ?= $(or $(TMPDIR),/tmp)/flowd-py-venv
+test-python: build
+	rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --no-index --no-build-isolation ./worker/python
+	cd worker/python/tests && FLOWD_BIN=$(CURDIR)/$(BIN) $(PY_VENV)/bin/python -m unittest discover -s . -t .
 
 # The compose example as shipped (examples/deploy): builds the image
 # flowd:dev from static binaries, docker-compose up (certificates, three

@@ -276,6 +276,9 @@ class WorkerTest(unittest.TestCase):
         reader.start()
         p.send_signal(signal.SIGTERM)
         self.assertTrue(draining.wait(10), "".join(lines))
+        # The agent has seen the half-close once it holds no claim of the worker.
+        cluster.eventually(lambda: not any(x["id"] == "py-drain" and x.get("waiting") for x in self.c.workers()),
+                           10, "the agent to drop the worker's claim")
         second = self.c.submit({"name": "drain", "tasks": [{"key": "t0", "type": "py-drain", "input": {"seconds": 0}}]})
         p.wait(20)
         reader.join(5)
@@ -286,7 +289,8 @@ class WorkerTest(unittest.TestCase):
         run = self.c.get(first["id"])
         self.assertEqual(run["state"], "succeeded", out)
         # ... and nothing was claimed after the signal.
-        self.assertEqual(self.c.get(second["id"])["tasks"][0]["state"], "ready")
+        self.assertEqual(self.c.get(second["id"])["tasks"][0]["state"], "ready",
+                         f"{self.c.task(second['id'] + '/t0')}\n{out}")
         self.c.cancel(second["id"])
 
 

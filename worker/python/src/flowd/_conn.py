@@ -244,6 +244,10 @@ class Conn:
         except (OSError, ValueError) as e:
             why = f"read failed: {e}"
         self.close(why)
+        try:
+            self._rfile.close()
+        except (OSError, ValueError):
+            pass
 
     def _dispatch(self, msg: Dict[str, Any]) -> None:
         rid = msg.get("id")

@@ -161,6 +161,7 @@ class Client:
         self._learn_after = 0.0
         self._checked = 0.0
         self._closed = False
+        self._no_dial = False
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -176,6 +177,16 @@ class Client:
             conns, self._conns = list(self._conns.values()), {}
         for c in conns:
             c.close("client closed")
+
+    def half_close(self) -> None:
+        """Half-close every connection and make no new ones: calls already
+        sent are answered (a waiting claim answers what it leased at once),
+        later calls fail with ClientClosed."""
+        with self._lock:
+            self._no_dial = True
+            conns = list(self._conns.values())
+        for c in conns:
+            c.close_write()
 
     @property
     def endpoint(self) -> str:
@@ -202,6 +213,8 @@ class Client:
                 c = self._conns.get(ep)
                 if c is not None and not c.closed:
                     return c
+                if self._no_dial:
+                    raise ClientClosed("the client makes no new connections (its worker is stopping)")
             c = Conn.dial(ep, self.dial_timeout, self.tls, self.token)
             with self._lock:
                 if self._closed:

@@ -409,8 +409,8 @@ class Worker:
             log.warning("second signal: stopping now")
             self._stop_hard()
         else:
-            log.info("signal %s: draining (send again to stop at once)", signal.Signals(signum).name)
             self._begin_stop()
+            log.info("signal %s: draining (send again to stop at once)", signal.Signals(signum).name)
 
     def _begin_stop(self) -> None:
         if self._stopping.is_set():
@@ -419,10 +419,7 @@ class Worker:
         # Half-close the claim connections: the agent ends the long poll at
         # once and answers what it leased in that instant; those tasks run
         # as part of the drain.
-        with self._claims._lock:
-            conns = list(self._claims._conns.values())
-        for c in conns:
-            c.close_write()
+        self._claims.half_close()
 
     def _stop_hard(self) -> None:
         self._stopping.set()
@@ -485,10 +482,9 @@ class Worker:
                 continue
             except FlowdError as e:
                 self._release(n)
-                if self._stopping.is_set() and not self._hard.is_set():
-                    # The half-close may have cut the answer: ask once more
-                    # without waiting, for what the claim may hold.
-                    self._reclaim_after_stop(params)
+                if self._stopping.is_set():
+                    # A lease the cut answer held expires unacknowledged:
+                    # it spends no attempt.
                     break
                 self._unknown_claim = {"request_id": params["request_id"], "max": n}
                 attempt += 1
@@ -501,18 +497,6 @@ class Worker:
             tasks = list(r.get("tasks") or [])
             self._release(n - len(tasks))
             self._launch(tasks)
-
-    def _reclaim_after_stop(self, params: Dict[str, Any]) -> None:
-        p = dict(params)
-        p["wait_ms"] = 0
-        try:
-            r = self._client.call("task.claim", p, mode=_client.LOST, timeout=5.0)
-        except FlowdError:
-            return
-        tasks = list(r.get("tasks") or [])
-        for _ in tasks:
-            self._free.acquire()
-        self._launch(tasks)
 
     def _release(self, n: int) -> None:
         for _ in range(max(0, n)):
