@@ -25,10 +25,18 @@ REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 BIN = os.environ.get("FLOWD_BIN") or os.path.join(REPO, "bin", "flowd")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(n: int) -> List[int]:
+    """n distinct free TCP ports (held open together while they are picked)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def eventually(cond: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
@@ -52,7 +60,9 @@ class Cluster:
             raise RuntimeError(f"{BIN} is missing: build it with `go build -o bin/flowd ./cmd/flowd` (or make build)")
         self.dir = tempfile.mkdtemp(prefix="flowd-py-")
         self.ids = [f"n{i}" for i in range(1, n + 1)]
-        raft = {i: f"127.0.0.1:{free_port()}" for i in self.ids}
+        ports = free_ports(2 * n)
+        raft = {i: f"127.0.0.1:{ports[k]}" for k, i in enumerate(self.ids)}
+        fwd = {i: f"127.0.0.1:{ports[n + k]}" for k, i in enumerate(self.ids)}
         self.peers = ",".join(f"{i}={raft[i]}" for i in self.ids)
         self.args: Dict[str, List[str]] = {}
         self.socks: Dict[str, str] = {}
@@ -60,7 +70,7 @@ class Cluster:
             sock = os.path.join(self.dir, f"{i}.sock")
             self.socks[i] = sock
             self.args[i] = [BIN, "agent", "--node-id", i, "--data-dir", os.path.join(self.dir, i),
-                            "--raft-addr", raft[i], "--forward-addr", f"127.0.0.1:{free_port()}",
+                            "--raft-addr", raft[i], "--forward-addr", fwd[i],
                             "--socket", sock, "--peers", self.peers,
                             "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
                             "--log-level", "error", "--timer-slack", "0"]
@@ -97,7 +107,12 @@ class Cluster:
 
     def wait_healthy(self) -> None:
         for i in self.ids:
-            eventually(lambda: os.path.exists(self.socks[i]), 20, f"{i}'s socket")
+            def up(i: str = i) -> bool:
+                if self.procs[i].poll() is not None:
+                    with open(os.path.join(self.dir, f"{i}.log")) as f:
+                        raise RuntimeError(f"agent {i} exited: {f.read()[-2000:]}")
+                return os.path.exists(self.socks[i])
+            eventually(up, 20, f"{i}'s socket")
         self.leader()
 
     def restart_dead(self) -> None:
