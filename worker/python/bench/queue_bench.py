@@ -78,7 +78,8 @@ def run(cl: "cluster.Cluster", args: Any) -> int:
         pad = "x" * max(0, args.payload - 20)
         spec = {"name": "bench", "tasks": [{"key": "t", "type": "square", "queue": queue}]}
         per = [args.jobs // args.producers + (1 if i < args.jobs % args.producers else 0) for i in range(args.producers)]
-        done0 = int(c.cluster_stats()["tasks_done"])
+        st0 = c.cluster_stats()
+        done0, ok0 = int(st0["tasks_done"]), int(st0["runs"]["succeeded"])
         agents = [p.pid for p in cl.procs.values()]
 
         def produce(n: int, base: int) -> None:
@@ -107,13 +108,15 @@ def run(cl: "cluster.Cluster", args: Any) -> int:
         wcpu1, acpu1 = cpu_seconds(wp.pid), sum(cpu_seconds(p) for p in agents)
         for t in threads:
             t.join()
+        succeeded = cluster.eventually(lambda: int(c.cluster_stats()["runs"]["succeeded"]) - ok0 >= args.jobs
+                                       and int(c.cluster_stats()["runs"]["succeeded"]) - ok0, 30, "every run succeeded")
     finally:
         wp.terminate()
         wp.wait(30)
         c.close()
     secs = t1 - t0
     rep: Dict[str, Any] = {"sdk": args.sdk, "workers": args.workers, "jobs": args.jobs, "producers": args.producers,
-                           "presubmit": args.presubmit, "seconds": round(secs, 2),
+                           "presubmit": args.presubmit, "succeeded": succeeded, "seconds": round(secs, 2),
                            "jobs_per_second": round(args.jobs / secs, 1),
                            "worker_cpu_ms_per_job": round((wcpu1 - wcpu0) * 1000 / args.jobs, 3),
                            "worker_cpu_cores": round((wcpu1 - wcpu0) / secs, 2),

@@ -188,6 +188,17 @@ class Client:
         for c in conns:
             c.close_write()
 
+    def reset(self) -> None:
+        """Close every connection and forget the leader (calls in flight
+        fail with ConnectionLost): the next call dials afresh, starting
+        with the next endpoint. For a connection that stopped answering."""
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+            self._leader = None
+            self._idx = (self._idx + 1) % len(self.endpoints)
+        for c in conns:
+            c.close("reset: the agent stopped answering")
+
     @property
     def endpoint(self) -> str:
         """The current endpoint (local calls and subscriptions)."""

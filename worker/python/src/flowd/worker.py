@@ -201,6 +201,14 @@ class _Heartbeats:
             heapq.heappush(self._heap, (at, next(self._seq), kind, t))
             self._cv.notify()
 
+    def _compact(self) -> None:
+        """Drop entries of finished tasks (a deadline hours away would keep
+        its task alive until then). Called with the lock held."""
+        live = [e for e in self._heap if not e[3]._done]
+        if len(live) < len(self._heap) // 2:
+            heapq.heapify(live)
+            self._heap = live
+
     def close(self) -> None:
         with self._cv:
             self._stop = True
@@ -215,6 +223,8 @@ class _Heartbeats:
                 if self._stop:
                     return
                 _, _, kind, t = heapq.heappop(self._heap)
+                if len(self._heap) > 1024:
+                    self._compact()
             if t._done:
                 self._flushing.pop(id(t), None)
                 continue
@@ -487,6 +497,10 @@ class Worker:
                     # it spends no attempt.
                     break
                 self._unknown_claim = {"request_id": params["request_id"], "max": n}
+                if isinstance(e, Timeout):
+                    # Held past its wait: the agent is stopped or wedged.
+                    # Re-send the claim through another one.
+                    self._claims.reset()
                 attempt += 1
                 d = self._backoff(attempt, e)
                 log.warning("claim failed; retrying in %.1fs: %s", d, e)
