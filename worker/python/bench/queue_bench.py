@@ -76,7 +76,7 @@ def run(cl: "cluster.Cluster", args: Any) -> int:
     try:
         cluster.eventually(lambda: any(w.get("waiting") for w in c.workers()), 20, "the worker's first claim")
         pad = "x" * max(0, args.payload - 20)
-        spec = {"name": "bench", "tasks": [{"key": "t", "type": "square", "queue": queue}]}
+        spec: Dict[str, Any] = {"name": "bench", "tasks": [{"key": "t", "type": "square", "queue": queue}]}
         per = [args.jobs // args.producers + (1 if i < args.jobs % args.producers else 0) for i in range(args.producers)]
         st0 = c.cluster_stats()
         done0, ok0 = int(st0["tasks_done"]), int(st0["runs"]["succeeded"])

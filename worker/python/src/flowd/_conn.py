@@ -16,7 +16,7 @@ import ssl
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import ConnectionLost, RPCError, Timeout, error_from_response
 
@@ -51,7 +51,7 @@ def parse_endpoint(ep: str) -> Tuple[str, str]:
     return scheme, addr
 
 
-def split_endpoints(addr: Any) -> list:
+def split_endpoints(addr: Any) -> List[str]:
     """A comma-separated string or a list of endpoints, as a list."""
     items = addr.split(",") if isinstance(addr, str) else list(addr)
     out = []

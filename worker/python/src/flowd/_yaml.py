@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 _INT = re.compile(r"^[-+]?(0|[1-9][0-9_]*)$")
 _FLOAT = re.compile(r"^[-+]?([0-9][0-9_]*)?\.[0-9]+([eE][-+]?[0-9]+)?$|^[-+]?[0-9]+[eE][-+]?[0-9]+$")
@@ -83,7 +83,7 @@ class _Flow:
                     self.i += 1
         if c == "{":
             self.i += 1
-            obj = {}
+            obj: Dict[str, Any] = {}
             while True:
                 self._ws()
                 if self.s[self.i] == "}":
@@ -162,7 +162,7 @@ class _Block:
         return out
 
     def mapping(self, indent: int) -> Any:
-        obj = {}
+        obj: Dict[str, Any] = {}
         while self.i < len(self.lines):
             n, ind, content = self.lines[self.i]
             if ind < indent:

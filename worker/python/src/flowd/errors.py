@@ -8,7 +8,7 @@ Match on the class (or ``code``), never on the message.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 
 class FlowdError(Exception):
@@ -68,7 +68,7 @@ class InvalidSpec(RPCError):
     code, name = -32003, "invalid_spec"
 
     @property
-    def problems(self) -> list:
+    def problems(self) -> List[Any]:
         if isinstance(self.data, dict):
             return list(self.data.get("problems") or [])
         return []

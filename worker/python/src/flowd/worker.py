@@ -374,7 +374,7 @@ class Worker:
         at once: handlers are cancelled and their leases expire."""
         if not self._registry.handlers:
             raise ValueError("no handlers registered")
-        restore: Dict[int, Any] = {}
+        restore: Dict[signal.Signals, Any] = {}
         if install_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 restore[sig] = signal.signal(sig, self._on_signal)
@@ -678,10 +678,10 @@ class Worker:
 
         async def runner() -> Any:
             current_task.set(t)
-            return await fn(t)  # type: ignore[misc]
+            return await fn(t)
 
         fut = asyncio.run_coroutine_threadsafe(runner(), loop)
-        t._async_cancel = fut.cancel
+        t._async_cancel = lambda: None if fut.cancel() else None
         if t.cancelled.is_set():
             fut.cancel()
         try:
