@@ -55,12 +55,18 @@ def eventually(cond: Callable[[], object], timeout: float = 15.0, what: str = "c
 
 
 class Cluster:
-    def __init__(self, n: int = 3) -> None:
+    def __init__(self, n: int = 3, tls: bool = False) -> None:
         if not os.path.exists(BIN):
             raise RuntimeError(f"{BIN} is missing: build it with `go build -o bin/flowd ./cmd/flowd` (or make build)")
         self.dir = tempfile.mkdtemp(prefix="flowd-py-")
         self.ids = [f"n{i}" for i in range(1, n + 1)]
-        ports = free_ports(2 * n)
+        ports = free_ports(3 * n)
+        self.client_addrs = {i: f"127.0.0.1:{ports[2 * n + k]}" for k, i in enumerate(self.ids)}
+        self.tls_dir = os.path.join(self.dir, "tls")
+        if tls:
+            subprocess.run([BIN, "tls", "ca", "create", "--dir", self.tls_dir], check=True, capture_output=True)
+            subprocess.run([BIN, "tls", "cert", "create", "--ca-dir", self.tls_dir, "--node", ",".join(self.ids),
+                            "--dir", self.tls_dir], check=True, capture_output=True)
         raft = {i: f"127.0.0.1:{ports[k]}" for k, i in enumerate(self.ids)}
         fwd = {i: f"127.0.0.1:{ports[n + k]}" for k, i in enumerate(self.ids)}
         self.peers = ",".join(f"{i}={raft[i]}" for i in self.ids)
@@ -74,11 +80,19 @@ class Cluster:
                             "--socket", sock, "--peers", self.peers,
                             "--raft-heartbeat-timeout", "300ms", "--raft-election-timeout", "300ms",
                             "--log-level", "error", "--timer-slack", "0"]
+            if tls:
+                d = self.tls_dir
+                self.args[i] += ["--tls-ca", f"{d}/ca.pem", "--tls-cert", f"{d}/{i}.pem", "--tls-key", f"{d}/{i}-key.pem",
+                                 "--client-addr", self.client_addrs[i]]
         self.procs: Dict[str, subprocess.Popen] = {}
         self._lock = threading.Lock()
         for i in self.ids:
             self.start(i)
         self.wait_healthy()
+
+    @property
+    def tls_addr(self) -> str:
+        return ",".join("tls://" + self.client_addrs[i] for i in self.ids)
 
     @property
     def addr(self) -> str:
