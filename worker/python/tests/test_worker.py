@@ -92,6 +92,21 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(len(t["attempts"]), 1)
         self.assertIn("NonRetryable: bad input", t["error"])
 
+    def test_a_result_that_is_not_json_fails_the_task(self) -> None:
+        typ = self.uniq("notjson")
+        w = self.worker()
+
+        @w.task(typ)
+        def bad(ctx: flowd.TaskContext) -> Any:
+            return {"when": object()}
+
+        w.start()
+        run = self.c.run(spec(typ, retry={"max_attempts": 3, "initial_backoff_ms": 50}), timeout=20)
+        self.assertEqual(run["state"], "failed")
+        t = self.c.task(run["id"] + "/t0")
+        self.assertEqual(len(t["attempts"]), 1)  # not retried
+        self.assertIn("result is not JSON", t["error"])
+
     def test_handler_past_its_lease_keeps_it_by_heartbeats(self) -> None:
         typ = self.uniq("long")
         w = self.worker()

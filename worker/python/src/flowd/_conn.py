@@ -22,7 +22,7 @@ from .errors import ConnectionLost, RPCError, Timeout, error_from_response
 
 Notify = Callable[[str, Any], None]
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 _loads = json.loads
 
 # The longest answer line accepted (the agent's --max-line default is 4 MiB;

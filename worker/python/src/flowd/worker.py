@@ -15,7 +15,6 @@ import asyncio
 import heapq
 import inspect
 import itertools
-import json
 import logging
 import os
 import random
@@ -309,7 +308,7 @@ class Worker:
         self._free = threading.Semaphore(self.slots)
         self._inflight = 0
         self._inflight_cv = threading.Condition()
-        self._running: Dict[str, TaskContext] = {}
+        self._running: Dict[int, TaskContext] = {}
         self._stopping = threading.Event()
         self._hard = threading.Event()
         self._hold_heartbeats = threading.Event()  # tests: simulate a stalled worker
@@ -587,7 +586,7 @@ class Worker:
         if spec.timeout is not None and (t.deadline is None or now + spec.timeout < t.deadline):
             t.deadline = now + spec.timeout
             local_timeout = True
-        self._running[t.id] = t
+        self._running[id(t)] = t
         self._hb.add(t)
         result: Any = None
         error: Optional[BaseException] = None
@@ -605,7 +604,7 @@ class Worker:
             current_task.reset(token)
             with t._lock:
                 t._done = True
-            self._running.pop(t.id, None)
+            self._running.pop(id(t), None)
         logs, _ = t._log.take()
         if t.cancelled.is_set():
             reason = t.cancel_reason
@@ -632,13 +631,6 @@ class Worker:
             self._report("task.fail", dict(logs, task_id=t.id, fencing_token=t.fencing_token, error=msg,
                                            retryable=retryable), t)
             return None
-        try:
-            json.dumps(result)
-        except (TypeError, ValueError) as e:
-            self._count("failed")
-            self._report("task.fail", dict(logs, task_id=t.id, fencing_token=t.fencing_token,
-                                           error=f"result is not JSON: {e}", retryable=False), t)
-            return None
         done: Dict[str, Any] = dict(logs, task_id=t.id, fencing_token=t.fencing_token)
         if result is not None:
             done["result"] = result
@@ -651,6 +643,9 @@ class Worker:
             p["claim"]["request_id"] = secrets.token_hex(12)
             try:
                 r = self._client.call("task.complete", p, mode=_client.UNSENT, timeout=15.0)
+            except (TypeError, ValueError) as e:  # raised while encoding, before anything was sent
+                self._not_json(t, logs, e)
+                return None
             except FlowdError as e:
                 if self._hard.is_set():
                     return None
@@ -663,8 +658,16 @@ class Worker:
                     self._count("claimed")
                     return dict(nxt[0])
                 return None
-        self._report("task.complete", done, t)
+        try:
+            self._report("task.complete", done, t)
+        except (TypeError, ValueError) as e:
+            self._not_json(t, logs, e)
         return None
+
+    def _not_json(self, t: TaskContext, logs: Dict[str, Any], e: Exception) -> None:
+        self._count("failed")
+        self._report("task.fail", dict(logs, task_id=t.id, fencing_token=t.fencing_token,
+                                       error=f"result is not JSON: {e}", retryable=False), t)
 
     def _acked(self, r: Mapping[str, Any], t: TaskContext) -> None:
         if r.get("accepted"):
