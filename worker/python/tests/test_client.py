@@ -111,6 +111,11 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(rp["created"])
         self.assertEqual(self.c.get(rp["id"])["parent_id"], r["id"])
         self.c.cancel(rp["id"])
+        rv = self.c.submit(one("manual-revert"))
+        self.assertTrue(self.c.revert(rv["id"], reason="undo")["changed"])
+        self.assertEqual(self.c.wait(rv["id"], timeout=10)["state"], "reverted")
+        with self.assertRaises(flowd.RunFailed):
+            self.c.wait(rv["id"], raise_on_failure=True)
         with self.assertRaises(flowd.Timeout):
             self.c.wait(self.c.submit(one("manual-never"))["id"], timeout=0.5)
 
