@@ -92,6 +92,28 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(len(t["attempts"]), 1)
         self.assertIn("NonRetryable: bad input", t["error"])
 
+    def test_handler_timeout_cancels_and_fails_the_attempt(self) -> None:
+        typ = self.uniq("slow")
+        w = self.worker()
+        reasons: List[str] = []
+
+        @w.task(typ, timeout=0.3)
+        def slow(ctx: flowd.TaskContext) -> Any:
+            if ctx.attempt == 1:
+                self.assertTrue(ctx.cancelled.wait(5))
+                reasons.append(ctx.cancel_reason)
+                return "late"
+            return "in time"
+
+        w.start()
+        run = self.c.run(spec(typ, retry={"max_attempts": 2, "initial_backoff_ms": 50}), timeout=20)
+        self.assertEqual(run["state"], "succeeded")
+        self.assertEqual(run["tasks"][0]["result"], "in time")
+        self.assertEqual(reasons, ["timeout"])
+        t = self.c.task(run["id"] + "/t0")
+        self.assertEqual([a["outcome"] for a in t["attempts"]], ["failed", "succeeded"])
+        self.assertIn("handler timeout", t["attempts"][0]["error"])
+
     def test_a_result_that_is_not_json_fails_the_task(self) -> None:
         typ = self.uniq("notjson")
         w = self.worker()
