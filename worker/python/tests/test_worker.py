@@ -319,6 +319,8 @@ class WorkerTest(unittest.TestCase):
         second = self.c.submit({"name": "drain", "tasks": [{"key": "t0", "type": "py-drain", "input": {"seconds": 0}}]})
         p.wait(20)
         reader.join(5)
+        assert p.stdout is not None
+        p.stdout.close()
         out = "".join(lines)
         self.assertEqual(p.returncode, 0, out)
         self.assertIn("drained", out)

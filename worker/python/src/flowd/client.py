@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from . import _yaml
 from ._conn import Conn, TLSOptions, env_tls, parse_endpoint, split_endpoints
-from ._route import LEADER, LOCAL, route_of
+from ._route import LOCAL, route_of
 from .errors import (ConnectionLost, FlowdError, NotFound, RPCError, RunFailed, Timeout, Unavailable,
                      ClientClosed)
 

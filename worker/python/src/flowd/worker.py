@@ -12,12 +12,8 @@ the same call. Sync handlers run in a thread pool of ``slots`` threads,
 from __future__ import annotations
 
 import asyncio
-import heapq
-import inspect
-import itertools
 import logging
 import os
-import random
 import secrets
 import signal
 import socket
@@ -29,242 +25,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import client as _client
-from ._logs import TaskLog, TaskLogHandler, current_task
+from ._heartbeats import _Heartbeats
+from ._logs import TaskLogHandler, current_task
+from ._task import Cancelled, Handler, Registry, TaskContext, default_registry, task
 from .client import Client
-from .errors import (ConnectionLost, FlowdError, NonRetryable, NotFound, RPCError, Timeout, Unavailable,
-                     is_unavailable)
+from .errors import FlowdError, NonRetryable, RPCError, Timeout, Unavailable, is_unavailable
 
 __all__ = ["Worker", "TaskContext", "Registry", "task", "default_registry", "Cancelled"]
 
 log = logging.getLogger("flowd.worker")
-
-Handler = Callable[["TaskContext"], Any]
-
-
-class Cancelled(FlowdError):
-    """Raised by :meth:`TaskContext.check` once the task was cancelled
-    (lease lost, timeout, worker stopping)."""
-
-
-class _Spec:
-    __slots__ = ("fn", "queue", "timeout", "is_async")
-
-    def __init__(self, fn: Handler, queue: Optional[str], timeout: Optional[float]) -> None:
-        self.fn, self.queue, self.timeout = fn, queue, timeout
-        self.is_async = inspect.iscoroutinefunction(fn)
-
-
-class Registry:
-    """Handlers by task type."""
-
-    def __init__(self) -> None:
-        self.handlers: Dict[str, _Spec] = {}
-
-    def task(self, type: str, *, queue: Optional[str] = None,
-             timeout: Optional[float] = None) -> Callable[[Handler], Handler]:
-        """Decorator: register ``fn(ctx)`` for task ``type``. ``queue``: the
-        worker also claims from this queue; ``timeout`` (seconds): the
-        handler is cancelled after it and the attempt fails (retryable)."""
-
-        def deco(fn: Handler) -> Handler:
-            self.register(type, fn, queue=queue, timeout=timeout)
-            return fn
-
-        return deco
-
-    def register(self, type: str, fn: Handler, *, queue: Optional[str] = None,
-                 timeout: Optional[float] = None) -> None:
-        self.handlers[type] = _Spec(fn, queue, timeout)
-
-
-#: The registry the module-level :func:`task` decorator fills; a Worker
-#: created without handlers starts with a copy of it.
-default_registry = Registry()
-
-
-def task(type: str, *, queue: Optional[str] = None, timeout: Optional[float] = None) -> Callable[[Handler], Handler]:
-    """Module-level decorator (``@flowd.task("resize")``) for
-    ``python -m flowd worker --module``."""
-    return default_registry.task(type, queue=queue, timeout=timeout)
-
-
-class TaskContext:
-    """A claimed task as its handler sees it."""
-
-    def __init__(self, w: "Worker", c: Mapping[str, Any]) -> None:
-        self._w = w
-        self.id: str = c["task_id"]
-        self.run_id: str = c.get("run_id", "")
-        self.key: str = c.get("task_key", "")
-        self.type: str = c.get("type", "")
-        self.queue: str = c.get("queue", "")
-        self.input: Any = c.get("input")
-        self.run_input: Any = c.get("run_input")
-        self.dep_results: Dict[str, Any] = dict(c.get("dep_results") or {})
-        self.attempt: int = int(c.get("attempt", 0))
-        self.fencing_token: int = int(c["fencing_token"])
-        self.lease_ms: int = int(c.get("lease_ms") or 30000)
-        self.lease_expires_at: str = c.get("lease_expires_at", "")
-        self.compensation: bool = bool(c.get("compensation"))
-        self.result: Any = c.get("result")
-        self.timeout_ms: int = int(c.get("timeout_ms") or 0)
-        #: Set when the handler should stop: its lease was lost, it timed
-        #: out, or the worker stops hard. Its result will be discarded.
-        self.cancelled = threading.Event()
-        #: Why ``cancelled`` was set: "lease lost", "timeout", "handler timeout", "worker stopped".
-        self.cancel_reason = ""
-        self.deadline: Optional[float] = None  # time.monotonic() when the attempt times out
-        self._log = TaskLog(self._logs_waiting)
-        self._spawn: List[Dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._done = False
-        self._acked = False
-        self._async_cancel: Optional[Callable[[], None]] = None
-        #: A logger whose records go to this attempt's log (and, by
-        #: propagation, wherever the program's logging sends them).
-        self.log = logging.LoggerAdapter(logging.getLogger("flowd.task." + self.type), {"task": self.id})
-
-    @property
-    def idempotency_key(self) -> str:
-        """Names this attempt (run, task, attempt; "/revert" for a compensation)."""
-        k = f"{self.run_id}/{self.key}/{self.attempt}"
-        return k + "/revert" if self.compensation else k
-
-    def spawn(self, *children: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> None:
-        """Add children to the run when this task completes (dynamic
-        fan-out): task specs (``{key, type, input, ...}``). Tasks that
-        depended on this one wait for them all."""
-        with self._lock:
-            for c in children:
-                if isinstance(c, Mapping):
-                    self._spawn.append(dict(c))
-                else:
-                    self._spawn.extend(dict(x) for x in c)
-
-    def print(self, *args: Any, stream: str = "stdout") -> None:
-        """A line in the attempt's log, like print()."""
-        self._log.add(" ".join(str(a) for a in args), stream)
-
-    def check(self) -> None:
-        """Raise :class:`Cancelled` if the task was cancelled."""
-        if self.cancelled.is_set():
-            raise Cancelled(self.cancel_reason or "cancelled")
-
-    def _cancel(self, reason: str) -> None:
-        with self._lock:
-            if self.cancelled.is_set() or self._done:
-                return
-            self.cancel_reason = reason
-            self.cancelled.set()
-            cb = self._async_cancel
-        if cb is not None:
-            cb()
-
-    def _logs_waiting(self) -> None:
-        self._w._hb.flush_soon(self)
-
-
-class _Heartbeats:
-    """One thread that schedules every task's heartbeats (at lease/3, the
-    first after ``ack_after``), log flushes and local deadlines; the calls
-    themselves go out on a small pool so that a slow one delays no other."""
-
-    def __init__(self, w: "Worker") -> None:
-        self.w = w
-        self._heap: List[Any] = []
-        self._cv = threading.Condition()
-        self._seq = itertools.count()
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="flowd-hb")
-        self._stop = False
-        self._flushing: Dict[int, bool] = {}
-        self._thread = threading.Thread(target=self._loop, name="flowd-heartbeats", daemon=True)
-        self._thread.start()
-
-    def add(self, t: TaskContext) -> None:
-        every = max(t.lease_ms, 300) / 3000.0
-        first = min(self.w.ack_after, every) if self.w.ack_after >= 0 else 0.0
-        now = time.monotonic()
-        if t.deadline is not None:
-            first = min(first, max(0.0, (t.deadline - now) / 3))
-            self._push(t.deadline, "deadline", t)
-        self._push(now + first, "beat", t)
-
-    def flush_soon(self, t: TaskContext) -> None:
-        if id(t) in self._flushing:
-            return
-        self._flushing[id(t)] = True
-        self._push(time.monotonic() + self.w.log_flush, "flush", t)
-
-    def _push(self, at: float, kind: str, t: TaskContext) -> None:
-        with self._cv:
-            heapq.heappush(self._heap, (at, next(self._seq), kind, t))
-            self._cv.notify()
-
-    def _compact(self) -> None:
-        """Drop entries of finished tasks (a deadline hours away would keep
-        its task alive until then). Called with the lock held."""
-        live = [e for e in self._heap if not e[3]._done]
-        if len(live) < len(self._heap) // 2:
-            heapq.heapify(live)
-            self._heap = live
-
-    def close(self) -> None:
-        with self._cv:
-            self._stop = True
-            self._cv.notify()
-        self._pool.shutdown(wait=False)
-
-    def _loop(self) -> None:
-        while True:
-            with self._cv:
-                while not self._stop and (not self._heap or self._heap[0][0] > time.monotonic()):
-                    self._cv.wait(None if not self._heap else max(0.0, self._heap[0][0] - time.monotonic()))
-                if self._stop:
-                    return
-                _, _, kind, t = heapq.heappop(self._heap)
-                if len(self._heap) > 1024:
-                    self._compact()
-            if t._done:
-                self._flushing.pop(id(t), None)
-                continue
-            if kind == "deadline":
-                t._cancel("timeout")
-                continue
-            if kind == "flush":
-                self._flushing.pop(id(t), None)
-            try:
-                self._pool.submit(self._beat, t, kind)
-            except RuntimeError:
-                return
-
-    def _beat(self, t: TaskContext, kind: str) -> None:
-        every = max(t.lease_ms, 300) / 3000.0
-        try:
-            if t._done or t.cancelled.is_set():
-                return
-            if self.w._hold_heartbeats.is_set():
-                return
-            params, upto = t._log.take()
-            params.update({"task_id": t.id, "fencing_token": t.fencing_token})
-            try:
-                r = self.w._client.call("task.heartbeat", params, mode=_client.ALL, timeout=every)
-            except NotFound:
-                t._cancel("lease lost")
-                return
-            except FlowdError as e:
-                if not t._done:
-                    log.warning("heartbeat of %s failed; will retry: %s", t.id, e)
-                return
-            if not r.get("accepted"):
-                log.warning("lease of %s lost (reaped, cancelled or reverted): cancelling the handler", t.id)
-                self.w._count("lost")
-                t._cancel("lease lost")
-                return
-            t._acked = True
-            t._log.acked(params, upto)
-        finally:
-            if kind == "beat" and not t._done and not t.cancelled.is_set():
-                self._push(time.monotonic() + every, "beat", t)
 
 
 class Worker:
@@ -566,7 +335,12 @@ class Worker:
         with self._loop_lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="flowd-asyncio", daemon=True).start()
+
+                def serve() -> None:
+                    loop.run_forever()
+                    loop.close()
+
+                threading.Thread(target=serve, name="flowd-asyncio", daemon=True).start()
                 self._loop = loop
             return self._loop
 
