@@ -53,8 +53,10 @@ class _Heartbeats:
 
     def _push(self, at: float, kind: str, t: TaskContext) -> None:
         with self._cv:
-            heapq.heappush(self._heap, (at, next(self._seq), kind, t))
-            self._cv.notify()
+            entry = (at, next(self._seq), kind, t)
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:  # only an earlier wake-up needs the scheduler to look again
+                self._cv.notify()
 
     def _compact(self) -> None:
         """Drop entries of finished tasks (a deadline hours away would keep
