@@ -62,5 +62,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 0
 
 
+def worker_main() -> int:
+    """The ``flowd-worker`` script: ``python -m flowd worker`` with the same flags."""
+    return main(["worker", *sys.argv[1:]])
+
+
 if __name__ == "__main__":
     sys.exit(main())
