@@ -49,6 +49,11 @@ class FailoverTest(unittest.TestCase):
             run = c.wait(rid, timeout=60)
             self.assertEqual(run["state"], "succeeded")
             self.assertEqual(len(run["tasks"]), 50)
+            new_leader = self.cluster.leader()
+            self.assertNotEqual(new_leader, leader)
+            c.get(rid)  # a read of the replicated state goes to the leader: re-routed
+            self.assertEqual(c.leader_endpoint, "unix://" + self.cluster.socks[new_leader])
+            self.assertEqual(w.client.leader_endpoint, "unix://" + self.cluster.socks[new_leader])
             for t in run["tasks"]:
                 self.assertEqual(t["result"], {"n": int(t["key"][1:])})
                 attempts = c.task(t["id"])["attempts"]
