@@ -270,7 +270,10 @@ class Client:
                     self._leader = nodes[leader_id]
                     self._checked = time.monotonic()
                     return
-            self._learn_after = time.monotonic() + 0.25
+            # No leader (an election): look again soon. A leader that is not
+            # among our endpoints: the agents forward; look again later.
+            everyone = len(nodes) == len(self.endpoints)
+            self._learn_after = time.monotonic() + (max(self.leader_check, 0.25) if leader_id and everyone else 0.25)
         finally:
             self._learn_lock.release()
 
@@ -580,14 +583,18 @@ class Client:
             try:
                 start = last[0] if last else from_index
                 try:
-                    conn.call("events.subscribe", _clean({"run_id": run_id, "from_index": start or None}),
-                              timeout=self.timeout)
+                    sub = conn.call("events.subscribe", _clean({"run_id": run_id, "from_index": start or None}),
+                                    timeout=self.timeout)
                 except (ConnectionLost, Unavailable, Timeout) as e:
                     i += 1
                     attempt += 1
                     time.sleep(_backoff(attempt, 0.1, 2.0, e))
                     continue
                 attempt = 0
+                if not from_index and last is None:
+                    # "only new events": a stream that breaks before its first
+                    # event resumes where this one started, not at the new now.
+                    from_index = int(sub.get("from_index") or 0)
                 while True:
                     try:
                         m, p = q.get(timeout=0.25)
