@@ -61,6 +61,10 @@ class TLSTest(unittest.TestCase):
         with flowd.Client(token="flowd_not-a-token", max_attempts=1) as c:
             with self.assertRaises(flowd.PermissionDenied):
                 c.cluster_status()
+        w = flowd.Worker(token="flowd_not-a-token")
+        w.register("x", lambda ctx: None)
+        w.start()
+        cluster.eventually(lambda: isinstance(w.error, flowd.PermissionDenied), 10, "the worker to report the refusal")
         other = os.path.join(self.cluster.dir, "other-ca")
         cluster.subprocess.run([cluster.BIN, "tls", "ca", "create", "--dir", other], check=True, capture_output=True)
         with flowd.Client(ca_cert=os.path.join(other, "ca.pem"), max_attempts=1) as c:

@@ -91,6 +91,8 @@ class Worker:
         self.stats: Dict[str, int] = {k: 0 for k in ("claimed", "completed", "failed", "rejected", "lost",
                                                      "timed_out", "discarded")}
         self._thread: Optional[threading.Thread] = None
+        #: Why a worker started with :meth:`start` stopped on its own (None: it did not).
+        self.error: Optional[BaseException] = None
         self._log_handler: Optional[TaskLogHandler] = None
         task_logger = logging.getLogger("flowd.task")
         if task_logger.level == logging.NOTSET:
@@ -167,9 +169,18 @@ class Worker:
             self._shutdown()
 
     def start(self) -> "Worker":
-        """Run in a background thread (no signal handlers); see :meth:`stop`."""
-        self._thread = threading.Thread(target=self.run, kwargs={"install_signals": False},
-                                        name=f"flowd-worker-{self.id}", daemon=True)
+        """Run in a background thread (no signal handlers); see :meth:`stop`.
+        If the worker cannot run (e.g. its token is refused), the exception
+        is logged and kept in :attr:`error`."""
+
+        def serve() -> None:
+            try:
+                self.run(install_signals=False)
+            except Exception as e:  # noqa: BLE001 - reported, not lost with the thread
+                self.error = e
+                log.error("worker %s stopped: %s", self.id, e)
+
+        self._thread = threading.Thread(target=serve, name=f"flowd-worker-{self.id}", daemon=True)
         self._thread.start()
         return self
 
