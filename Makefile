@@ -13,7 +13,7 @@ BIN     := bin/flowd
 # Packages with concurrency run under the race detector.
 RACE_PKGS := ./fsm/... ./cluster/... ./rpc/... ./daemon/... ./worker/... ./tui/...
 
-.PHONY: all build run test vet staticcheck generate-check bench bench-queues bench-profile deps clean image chaos compose-test
+.PHONY: all build run test test-python vet staticcheck generate-check bench bench-queues bench-profile deps clean image chaos compose-test
 
 all: build
 
@@ -24,8 +24,9 @@ run: build
 	$(BIN) dev
 
 # Tools the tests drive from outside: socat (one-shot protocol calls), jq
-# (examples/scripts/submit.sh), tmux (the TUI end-to-end test).
-TOOLS := socat jq tmux
+# (examples/scripts/submit.sh), tmux (the TUI end-to-end test), mypy (the
+# Python SDK's type check; Debian's package).
+TOOLS := socat jq tmux mypy
 
 # staticcheck comes from the Go module proxy (go run ...@version, cached in
 # the module cache after the first run); no other download.
@@ -66,6 +67,18 @@ generate-check:
 test: deps vet staticcheck generate-check build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
+	$(MAKE) --no-print-directory test-python
+
+# The Python SDK (worker/python): installed offline into a fresh venv, as a
+# user would (pip, no index, the package's in-tree build backend), then its
+# unittest suite against three real agents it starts from bin/flowd.
+PY_VENV ?= $(or $(TMPDIR),/tmp)/flowd-py-venv
+test-python: build
+	rm -rf $(PY_VENV) && python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --no-index --no-build-isolation ./worker/python
+	@if command -v mypy >/dev/null 2>&1; then mypy --strict --python-version 3.9 worker/python/src/flowd; \
+	else echo "mypy not installed (make deps installs it as root): type check skipped; test_imports checks the annotations"; fi
+	cd worker/python/tests && FLOWD_BIN=$(CURDIR)/$(BIN) $(PY_VENV)/bin/python -m unittest discover -s . -t .
 
 # The compose example as shipped (examples/deploy): builds the image
 # flowd:dev from static binaries, docker-compose up (certificates, three
