@@ -117,13 +117,9 @@ func runListAction(cCtx *cli.Context) error {
 	if all && !cCtx.IsSet("limit") {
 		limit = 500
 	}
-	labels := map[string]string{}
-	for _, kv := range cCtx.StringSlice("label") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usageErr(cCtx, "--label %q: want KEY=VALUE", kv)
-		}
-		labels[k] = v
+	labels, err := parseLabelFilter(cCtx, cCtx.StringSlice("label"))
+	if err != nil {
+		return err
 	}
 	if id := cCtx.String("schedule"); id != "" {
 		if v, ok := labels[domain.ScheduleLabel]; ok && v != id {
@@ -140,7 +136,7 @@ func runListAction(cCtx *cli.Context) error {
 		filter.CreatedAfter = time.Now().Add(-d)
 	}
 	var out rpc.ListResult
-	err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
+	err = withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
 		cursor := cCtx.String("cursor")
 		for {
 			var page rpc.ListResult

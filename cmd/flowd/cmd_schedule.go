@@ -289,5 +289,10 @@ func scheduleDeleteAction(cCtx *cli.Context) error {
 	}); err != nil {
 		return err
 	}
+	if !res.Changed {
+		// Like queue delete: a name that is not there is an error (a typo
+		// should not read as success).
+		return failf("list them with `flowd schedule list`", "not found: no schedule %q", id)
+	}
 	return printChanged(cCtx, res, "schedule "+id+" deleted")
 }
