@@ -142,6 +142,9 @@ func runDev(c *cli.Context) error {
 	for _, nd := range nodes {
 		fmt.Fprintf(out, "  %s  pid %-7d unix://%s  raft %s  log %s\n", nd.id, nd.cmd.Process.Pid, nd.sock, nd.raft, nd.log)
 	}
+	if hp := c.Int("http-base-port"); hp > 0 {
+		fmt.Fprintln(out, devHTTPLine(hp, n))
+	}
 	fmt.Fprintf(out, "\nexport FLOWD_ADDR=%s\n\n", strings.Join(eps, ","))
 
 	var wk *worker.Worker

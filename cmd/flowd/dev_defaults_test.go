@@ -1,0 +1,34 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// `flowd ready` with no flag asks flowd dev's first agent, and flowd dev
+// names every agent's metrics URL.
+func TestReadyDefaultsToDevsFirstAgent(t *testing.T) {
+	var ready, base string
+	for _, f := range readyCommand.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "http-addr" {
+			ready = sf.Value
+		}
+	}
+	for _, f := range devCommand.Flags {
+		if f, ok := f.(*cli.IntFlag); ok && f.Name == "http-base-port" {
+			base = fmt.Sprint(f.Value)
+		}
+	}
+	if ready != "127.0.0.1:"+base {
+		t.Errorf("flowd ready --http-addr defaults to %q; flowd dev's n1 serves HTTP on 127.0.0.1:%s", ready, base)
+	}
+	line := devHTTPLine(9001, 3)
+	for _, want := range []string{"http://127.0.0.1:9001/metrics", "http://127.0.0.1:9002/metrics", "http://127.0.0.1:9003/metrics", "/readyz"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("flowd dev's HTTP line lacks %s:\n%s", want, line)
+		}
+	}
+}
