@@ -32,3 +32,23 @@ func TestReadyDefaultsToDevsFirstAgent(t *testing.T) {
 		}
 	}
 }
+
+// make run passes ARGS on to flowd dev, and the README names every
+// FLOWD_DEV_* variable of flowd dev's flags.
+func TestMakeRunArgumentsAreDocumented(t *testing.T) {
+	mk := readDoc(t, "../../Makefile")
+	if !strings.Contains(mk, "\n\t$(BIN) dev $(ARGS)\n") {
+		t.Error("Makefile: make run does not pass $(ARGS) to flowd dev")
+	}
+	readme := readDoc(t, "../../README.md")
+	if !strings.Contains(readme, "make run ARGS=") {
+		t.Error("README does not show make run ARGS=...")
+	}
+	for _, f := range devCommand.Flags {
+		for _, env := range f.(interface{ GetEnvVars() []string }).GetEnvVars() {
+			if strings.HasPrefix(env, "FLOWD_DEV_") && !strings.Contains(readme, "`"+env+"`") {
+				t.Errorf("README does not name %s (flowd dev --%s)", env, f.Names()[0])
+			}
+		}
+	}
+}
