@@ -25,6 +25,9 @@ func TestReadyDefaultsToDevsFirstAgent(t *testing.T) {
 	if ready != "127.0.0.1:"+base {
 		t.Errorf("flowd ready --http-addr defaults to %q; flowd dev's n1 serves HTTP on 127.0.0.1:%s", ready, base)
 	}
+	if got := devHTTPLine(9101, 1); !strings.Contains(got, "flowd ready --http-addr 127.0.0.1:9101") {
+		t.Errorf("flowd dev on other ports does not say how to ask them:\n%s", got)
+	}
 	line := devHTTPLine(9001, 3)
 	for _, want := range []string{"http://127.0.0.1:9001/metrics", "http://127.0.0.1:9002/metrics", "http://127.0.0.1:9003/metrics", "/readyz"} {
 		if !strings.Contains(line, want) {
