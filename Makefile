@@ -1,6 +1,8 @@
 # flowd — build, run and test.
 #
-#   make run    a local three-node cluster with demo workers (flowd dev)
+#   make run    a local three-node cluster with demo workers (flowd dev);
+#               ARGS='--nodes 5 --no-tls' passes flowd dev flags, and the
+#               FLOWD_DEV_* variables (FLOWD_DEV_NODES=5 make run) work too
 #   make test   the whole test suite (what CI runs)
 
 SHELL   := /usr/bin/env bash
@@ -20,8 +22,10 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/flowd
 
+# ARGS: flowd dev's flags (make run ARGS='--nodes 5 --http-base-port 0').
+ARGS ?=
 run: build
-	$(BIN) dev
+	$(BIN) dev $(ARGS)
 
 # Tools the tests drive from outside: socat (one-shot protocol calls), jq
 # (examples/scripts/submit.sh), tmux (the TUI end-to-end test), mypy (the

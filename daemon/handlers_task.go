@@ -118,13 +118,19 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 	// wait too.
 	fwdCtx, stopForward := context.WithCancel(withExclusiveForward(ctx))
 	defer stopForward()
-	if gone := inputClosed(ctx); gone != nil {
+	gone := inputClosed(ctx)
+	if gone != nil {
 		defer context.AfterFunc(gone, stopForward)()
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max, RequestID: p.RequestID}
 	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(lctx context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID, a.prop.LeaderEpoch())
-		defer a.workers.doneWaiting(p.WorkerID)
+		defer func() {
+			a.workers.doneWaiting(p.WorkerID)
+			if gone != nil && gone.Err() != nil {
+				a.workers.left(p.WorkerID) // it stopped claiming: worker list drops it once it holds no lease
+			}
+		}()
 		var got []fsm.Claimed
 		var err error
 		if wait > 0 {

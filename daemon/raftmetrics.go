@@ -67,7 +67,7 @@ func newRaftSink() *raftSink {
 // promName turns a go-metrics key into a Prometheus name, or "" for keys
 // that are not exported.
 func promName(key []string, suffix string) string {
-	if len(key) == 0 || key[0] == "runtime" || (len(key) > 1 && key[0] == "flowd" && key[1] == "runtime") {
+	if len(key) == 0 || key[0] == "runtime" || (len(key) > 1 && key[0] == "flowd" && key[1] == "runtime") || perPeerKey(key) {
 		return ""
 	}
 	var b strings.Builder
@@ -109,11 +109,42 @@ func snake(b *strings.Builder, s string) {
 func labelNames(labels []gometrics.Label) []string {
 	out := make([]string, len(labels))
 	for i, l := range labels {
+		if n, ok := labelRenames[l.Name]; ok {
+			out[i] = n
+			continue
+		}
 		var b strings.Builder
 		snake(&b, l.Name)
 		out[i] = b.String()
 	}
 	return out
+}
+
+// labelRenames: raft's peer_id label is exported as peer.
+var labelRenames = map[string]string{"peer_id": "peer"}
+
+// perPeerKeys are the keys raft also reports with the peer's id appended
+// (raft.replication.appendEntries.rpc.n2, its "legacy telemetry"), which
+// would make one metric name per node id; the same samples come labelled
+// (peer="n2") under the key without it, which is what is exported.
+var perPeerKeys = [][]string{
+	{"raft", "replication", "appendEntries", "rpc"},
+	{"raft", "replication", "appendEntries", "logs"},
+	{"raft", "replication", "heartbeat"},
+	{"raft", "replication", "installSnapshot"},
+}
+
+// perPeerKey reports a key of perPeerKeys with a peer id appended.
+func perPeerKey(key []string) bool {
+	if len(key) > 0 && key[0] == "flowd" {
+		key = key[1:]
+	}
+	for _, p := range perPeerKeys {
+		if len(key) == len(p)+1 && sameNames(key[:len(p)], p) {
+			return true
+		}
+	}
+	return false
 }
 
 func labelValues(labels []gometrics.Label) []string {
@@ -201,8 +232,11 @@ func help(kind string, key []string) string {
 func (s *raftSink) SetGauge(key []string, val float32) { s.SetGaugeWithLabels(key, val, nil) }
 
 func (s *raftSink) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
+	if len(key) == 0 {
+		return
+	}
 	v, ok := s.lookup('g', key, labels, func() (raftVec, bool) {
-		name := promName(key, "")
+		name := promName(key, gaugeUnits[key[len(key)-1]].suffix)
 		if name == "" {
 			return raftVec{}, false
 		}
@@ -216,7 +250,11 @@ func (s *raftSink) SetGaugeWithLabels(key []string, val float32, labels []gometr
 		s.drop(key)
 		return
 	}
-	v.gauge.WithLabelValues(labelValues(labels)...).Set(float64(val))
+	scale := 1.0
+	if u, ok := gaugeUnits[key[len(key)-1]]; ok {
+		scale = u.scale
+	}
+	v.gauge.WithLabelValues(labelValues(labels)...).Set(float64(val) * scale)
 }
 
 // drop counts a dropped report (runtime keys are left out silently).
@@ -301,6 +339,13 @@ var sampleUnits = map[string]sampleUnit{
 	"applyBatchNum": {"_entries", 1, prometheus.ExponentialBuckets(1, 2, 11)},
 	"writeCapacity": {"_logs_per_second", 1, prometheus.ExponentialBuckets(10, 4, 10)},
 	"saturation":    {"_ratio", 1, prometheus.LinearBuckets(0.1, 0.1, 10)},
+}
+
+// gaugeUnits are raft's gauges that carry a unit, by the last element of
+// their key: ages and durations in milliseconds, exported in seconds.
+var gaugeUnits = map[string]sampleUnit{
+	"oldestLogAge":        {suffix: "_seconds", scale: 0.001},
+	"lastRestoreDuration": {suffix: "_seconds", scale: 0.001},
 }
 
 var _ gometrics.MetricSink = (*raftSink)(nil)

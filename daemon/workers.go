@@ -19,6 +19,10 @@ type workerRegistry struct {
 	mu      sync.Mutex
 	workers map[string]*rpc.Worker
 	byTask  map[string]string // task id -> worker, from heartbeats
+	// gone: workers whose claim connection ended (a drained worker
+	// half-closes it); listed only while they hold leases, forgotten once
+	// they hold none, unless they claim again.
+	gone map[string]bool
 	// epoch is the leadership term the registry last saw claims in and
 	// since when: a new leader knows none of the workers yet, so for
 	// --idle-type-after after it took office no type counts as unserved.
@@ -33,7 +37,7 @@ type workerRegistry struct {
 }
 
 func newWorkerRegistry() *workerRegistry {
-	return &workerRegistry{workers: map[string]*rpc.Worker{}, byTask: map[string]string{}}
+	return &workerRegistry{workers: map[string]*rpc.Worker{}, byTask: map[string]string{}, gone: map[string]bool{}}
 }
 
 // forgetAfter drops workers not seen for this long.
@@ -73,6 +77,7 @@ func (r *workerRegistry) claimed(p rpc.ClaimParams, node string, epoch context.C
 	if p.Slots > 0 {
 		w.Slots = p.Slots
 	}
+	delete(r.gone, p.WorkerID)
 	w.LastSeen, w.LastClaim, w.Node = now, now, node
 }
 
@@ -81,6 +86,18 @@ func (r *workerRegistry) doneWaiting(id string) {
 	defer r.mu.Unlock()
 	if w := r.workers[id]; w != nil {
 		w.Waiting, w.LastSeen = false, time.Now().UTC()
+	}
+}
+
+// left records that a worker's claim ended because its connection's input
+// did: it stopped claiming (drained, or lost its connection, when its next
+// claim brings it back).
+func (r *workerRegistry) left(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[id]; w != nil {
+		w.Waiting = false
+		r.gone[id] = true
 	}
 }
 
@@ -112,8 +129,9 @@ func (r *workerRegistry) list(inFlight map[string]int) []rpc.Worker {
 	defer r.mu.Unlock()
 	now := time.Now()
 	for id, w := range r.workers {
-		if now.Sub(w.LastSeen) > forgetAfter && inFlight[id] == 0 && !w.Waiting {
+		if (now.Sub(w.LastSeen) > forgetAfter || r.gone[id]) && inFlight[id] == 0 && !w.Waiting {
 			delete(r.workers, id)
+			delete(r.gone, id)
 		}
 	}
 	var out []rpc.Worker

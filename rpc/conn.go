@@ -66,6 +66,16 @@ func (e *ConnError) Error() string {
 // Unwrap returns domain.ErrUnavailable and the underlying error.
 func (e *ConnError) Unwrap() []error { return []error{domain.ErrUnavailable, e.Err} }
 
+// errServerClosed is a connection the server ended; it unwraps to io.EOF
+// (a TLS listener ends a plain-text connection so, which explainLost tells).
+var errServerClosed = fmt.Errorf("the server closed the connection%w", eofQuiet{})
+
+// eofQuiet is io.EOF that adds nothing to a message.
+type eofQuiet struct{}
+
+func (eofQuiet) Error() string        { return "" }
+func (eofQuiet) Is(target error) bool { return target == io.EOF }
+
 // ConnOptions configure a Conn. The zero value is usable.
 type ConnOptions struct {
 	// OnNotify receives the server's notifications, one at a time, in the
@@ -456,7 +466,7 @@ func (c *Conn) readLoop() {
 	for {
 		line, size, err := lr.next()
 		if err == io.EOF {
-			err = errors.New("the server closed the connection")
+			err = errServerClosed
 		}
 		if err != nil {
 			c.fail(err)

@@ -147,6 +147,7 @@ func TestTLSProblemsAreNamed(t *testing.T) {
 			"does not name the address dialled"},
 		{"plain listener", "tls://" + plain.Addr().String(), ClientOptions{}, "does not speak TLS"},
 		{"TLS listener, plain client", "tcp://127.0.0.1:" + port, ClientOptions{Token: "flowd_x"}, "the agent speaks TLS and this client did not"},
+		{"TLS listener, plain client without a token", "tcp://127.0.0.1:" + port, ClientOptions{}, "use tls://127.0.0.1:" + port},
 	} {
 		c.opts.FailFast, c.opts.DialTimeout = true, time.Second
 		cl, err := NewClient([]string{c.ep}, c.opts)

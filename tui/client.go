@@ -259,15 +259,21 @@ func (l *Live) RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitRe
 func (l *Live) TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SignalResult, error) { return c.TaskSignal(ctx, p) })
 }
-func (l *Live) QueueList(ctx context.Context) (*rpc.QueueListResult, error) { return l.c().QueueList(ctx) }
+func (l *Live) QueueList(ctx context.Context) (*rpc.QueueListResult, error) {
+	return l.c().QueueList(ctx)
+}
 func (l *Live) QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.QueuePause(ctx, name, runID, pause) })
 }
 func (l *Live) WorkersList(ctx context.Context) (*rpc.WorkersResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.WorkersResult, error) { return c.WorkersList(ctx) })
 }
-func (l *Live) ClusterStatus(ctx context.Context) (*rpc.ClusterStatus, error) { return l.c().ClusterStatus(ctx) }
-func (l *Live) ClusterStats(ctx context.Context) (*rpc.ClusterStats, error)   { return l.c().ClusterStats(ctx) }
+func (l *Live) ClusterStatus(ctx context.Context) (*rpc.ClusterStatus, error) {
+	return l.c().ClusterStatus(ctx)
+}
+func (l *Live) ClusterStats(ctx context.Context) (*rpc.ClusterStats, error) {
+	return l.c().ClusterStats(ctx)
+}
 func (l *Live) EventsList(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
 	return l.c().EventsList(ctx, p)
 }

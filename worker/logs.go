@@ -154,29 +154,47 @@ func (l *taskLog) flushWriters() {
 	}
 }
 
-// lineWriter splits what is written into lines of one stream.
+// lineWriter splits what is written into lines of one stream. A line
+// longer than rpc.MaxLogLineBytes is kept truncated: its first
+// MaxLogLineBytes bytes (cut at a rune boundary) and "…"; the rest, up to
+// its newline, is dropped. So every kept line is a prefix of a line
+// written, whatever sizes the writes came in.
 type lineWriter struct {
 	log    *taskLog
 	stream string
 	mu     sync.Mutex
 	buf    []byte
+	// skip: the current line was cut and emitted; drop up to its newline.
+	skip bool
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
+	rest := p
+	for len(rest) > 0 {
+		i := bytes.IndexByte(rest, '\n')
+		if w.skip {
+			if i < 0 {
+				break // still inside the cut line
+			}
+			w.skip = false
+			rest = rest[i+1:]
+			continue
+		}
 		if i < 0 {
+			w.buf = append(w.buf, rest...)
 			break
 		}
-		w.emit(w.buf[:i])
-		w.buf = w.buf[i+1:]
-	}
-	if len(w.buf) > rpc.MaxLogLineBytes { // a very long line: cut it here
+		w.buf = append(w.buf, rest[:i]...)
 		w.emit(w.buf)
-		w.buf = nil
+		w.buf = w.buf[:0]
+		rest = rest[i+1:]
+	}
+	if len(w.buf) > rpc.MaxLogLineBytes { // a very long line: keep its head now
+		w.emit(w.buf)
+		w.buf = w.buf[:0]
+		w.skip = true
 	}
 	return len(p), nil
 }
@@ -196,6 +214,7 @@ func (w *lineWriter) flush() {
 		w.emit(w.buf)
 		w.buf = nil
 	}
+	w.skip = false
 }
 
 // sendHeartbeat sends a heartbeat with the pending lines; lost: the

@@ -267,6 +267,9 @@ func (n *Node) startRaft() error {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
 	rc.NoSnapshotRestoreOnStart = true
+	// Per-peer metrics only with a peer label, not also with the peer's id
+	// in the key (one metric name per node id).
+	rc.NoLegacyTelemetry = true
 	rc.Logger = NewHCLogger(n.log, "raft")
 
 	n.trans = cfg.Transport

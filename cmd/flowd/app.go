@@ -56,6 +56,7 @@ func newApp() *cli.App {
 			"4 timed out waiting for a run.",
 	}
 	app.Action = groupAction
+	app.BashComplete = appComplete
 	cmds := make([]*cli.Command, 0, len(commands))
 	for _, c := range commands {
 		cmds = append(cmds, cloneCommand(c))
@@ -126,6 +127,9 @@ func prepareCommand(c *cli.Command, path []string, globals []cli.Flag) {
 	}
 	if c.OnUsageError == nil {
 		c.OnUsageError = onUsageError
+	}
+	if c.BashComplete == nil {
+		c.BashComplete = completer(c, path)
 	}
 	if len(c.Subcommands) > 0 {
 		if c.Action == nil {

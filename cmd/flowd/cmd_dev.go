@@ -47,7 +47,7 @@ stop") and the command to restart it are printed.`,
 		&cli.IntFlag{Name: "concurrency", Usage: "demo worker task slots (0 = no demo worker)", Value: 8, EnvVars: []string{"FLOWD_DEV_CONCURRENCY"}},
 		&cli.BoolFlag{Name: "keep", Usage: "keep existing data in --dir instead of starting fresh (a fresh start empties --dir only if flowd dev made it)", EnvVars: []string{"FLOWD_DEV_KEEP"}},
 		&cli.BoolFlag{Name: "no-tls", Usage: "run raft and forwarding in plaintext (loopback only) instead of mutual TLS with certificates made in DIR/tls", EnvVars: []string{"FLOWD_DEV_NO_TLS"}},
-		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: 9001, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
+		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: devHTTPBasePort, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
 		&cli.Float64Flag{Name: "raft-multiplier", Usage: "the agents' --raft-multiplier (higher rides out longer stalls of a busy laptop, lower fails over sooner)", Value: devRaftMultiplier, EnvVars: []string{"FLOWD_RAFT_MULTIPLIER"}},
 	},
 	Action: runDev,
@@ -141,6 +141,9 @@ func runDev(c *cli.Context) error {
 	}
 	for _, nd := range nodes {
 		fmt.Fprintf(out, "  %s  pid %-7d unix://%s  raft %s  log %s\n", nd.id, nd.cmd.Process.Pid, nd.sock, nd.raft, nd.log)
+	}
+	if hp := c.Int("http-base-port"); hp > 0 {
+		fmt.Fprintln(out, devHTTPLine(hp, n))
 	}
 	fmt.Fprintf(out, "\nexport FLOWD_ADDR=%s\n\n", strings.Join(eps, ","))
 

@@ -85,18 +85,18 @@ func eventsAction(cCtx *cli.Context) error {
 	}); err != nil {
 		return err
 	}
-	if res.Events == nil {
-		res.Events = []rpc.Event{}
-	}
-	if jsonOut(cCtx) {
-		return printJSON(cCtx.App.Writer, res)
-	}
-	if len(res.Events) == 0 {
+	switch {
+	case jsonOut(cCtx): // one object per line, as --follow prints them
+		for _, e := range res.Events {
+			printEvent(cCtx, e, false)
+		}
+	case len(res.Events) == 0:
 		fmt.Fprintln(cCtx.App.Writer, "no events")
 		return nil
-	}
-	for _, e := range res.Events {
-		fmt.Fprintln(cCtx.App.Writer, eventLine(e, runID == ""))
+	default:
+		for _, e := range res.Events {
+			fmt.Fprintln(cCtx.App.Writer, eventLine(e, runID == ""))
+		}
 	}
 	if len(res.Events) == limit && starts > 0 {
 		fmt.Fprintf(cCtx.App.ErrWriter, "more events may follow: --from %d\n", res.Events[len(res.Events)-1].Index+1)

@@ -103,6 +103,9 @@ func raftTransferAction(cCtx *cli.Context) error {
 	what := "leadership transferred"
 	if id != "" {
 		what += " to " + id
+		if leads, err := alreadyLeads(cCtx, id); err != nil || leads {
+			return err
+		}
 	}
 	return raftOp(cCtx, rpc.MethodRaftTransfer, rpc.PeerParams{ID: id}, false, what)
 }

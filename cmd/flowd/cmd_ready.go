@@ -21,9 +21,9 @@ var readyCommand = &cli.Command{
 	Usage: "exit 0 if the agent's HTTP /readyz answers 200, else print why and exit 1 (a healthcheck for containers)",
 	Description: "Asks the agent listening on --http-addr (FLOWD_HTTP_ADDR, the same variable the agent reads,\n" +
 		"so inside an agent's container no flag is needed). An unspecified host (0.0.0.0, [::] or none)\n" +
-		"means this machine.",
+		"means this machine. The default is where `flowd dev`'s first agent serves (its --http-base-port).",
 	Flags: []cli.Flag{
-		&cli.StringFlag{Name: "http-addr", Usage: "the agent's HTTP listener `HOST:PORT`", Value: "127.0.0.1:9000", EnvVars: []string{"FLOWD_HTTP_ADDR"}},
+		&cli.StringFlag{Name: "http-addr", Usage: "the agent's HTTP listener `HOST:PORT` (default: the first agent of flowd dev)", Value: "127.0.0.1:9001", EnvVars: []string{"FLOWD_HTTP_ADDR"}},
 		&cli.StringFlag{Name: "path", Usage: "the endpoint to ask (/readyz, or /healthz for liveness)", Value: "/readyz"},
 	},
 	Action: readyAction,

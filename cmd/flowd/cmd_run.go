@@ -117,13 +117,9 @@ func runListAction(cCtx *cli.Context) error {
 	if all && !cCtx.IsSet("limit") {
 		limit = 500
 	}
-	labels := map[string]string{}
-	for _, kv := range cCtx.StringSlice("label") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usageErr(cCtx, "--label %q: want KEY=VALUE", kv)
-		}
-		labels[k] = v
+	labels, err := parseLabelFilter(cCtx, cCtx.StringSlice("label"))
+	if err != nil {
+		return err
 	}
 	if id := cCtx.String("schedule"); id != "" {
 		if v, ok := labels[domain.ScheduleLabel]; ok && v != id {
@@ -140,7 +136,7 @@ func runListAction(cCtx *cli.Context) error {
 		filter.CreatedAfter = time.Now().Add(-d)
 	}
 	var out rpc.ListResult
-	err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
+	err = withClient(cCtx, func(ctx context.Context, c *rpc.Client) error {
 		cursor := cCtx.String("cursor")
 		for {
 			var page rpc.ListResult
@@ -492,9 +488,9 @@ func verbCommand(name, method, usage, done string) *cli.Command {
 		Name:      name,
 		Usage:     usage,
 		ArgsUsage: idArgs,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "reason", Usage: "why (recorded on the run)"},
-		},
+		}, verbWaitFlags(name)...),
 		Action: func(cCtx *cli.Context) error {
 			id, err := idArg(cCtx)
 			if err != nil {
@@ -511,18 +507,20 @@ func verbCommand(name, method, usage, done string) *cli.Command {
 				return c.CallIdempotent(ctx, rpc.MethodRunGet, rpc.IDParams{ID: id, Consistent: true}, &r)
 			})
 			if err != nil {
-				return err
+				return verbErr(name, id, err)
 			}
 			w := cCtx.App.Writer
-			if jsonOut(cCtx) {
+			if jsonOut(cCtx) && !cCtx.Bool("wait") {
 				return printJSON(w, map[string]any{"id": r.ID, "changed": res.Changed, "state": r.State, "index": res.Index})
 			}
-			if res.Changed {
+			switch {
+			case jsonOut(cCtx): // --wait: the run as it ends
+			case res.Changed:
 				fmt.Fprintf(w, "run %s %s: now %s\n", shortID(r.ID), done, StateLabel(string(r.State)))
-			} else {
+			default:
 				fmt.Fprintf(w, "run %s unchanged: it is already %s\n", shortID(r.ID), StateLabel(string(r.State)))
 			}
-			return nil
+			return verbAfter(cCtx, name, res.Changed, &r)
 		},
 	}
 }

@@ -179,6 +179,9 @@ func scheduleGetAction(cCtx *cli.Context) error {
 	row(tw, "workflow", s.Workflow)
 	row(tw, "overlap", s.Overlap)
 	row(tw, "catch-up window", human(time.Duration(s.CatchupWindowMS)*time.Millisecond))
+	if len(s.Labels) > 0 {
+		row(tw, "labels", labelList(s.Labels))
+	}
 	if s.Note != "" {
 		row(tw, "note", s.Note)
 	}
@@ -203,7 +206,7 @@ func scheduleGetAction(cCtx *cli.Context) error {
 		fmt.Fprintln(w, "  none (paused: `flowd schedule resume "+s.ID+"`)")
 	}
 	for _, t := range s.NextFires {
-		fmt.Fprintln(w, "  "+t.UTC().Format("2006-01-02T15:04:05Z")+" (in "+human(time.Until(t).Round(time.Second))+")")
+		fmt.Fprintln(w, "  "+fireTime(t, s.TimeZone)+" (in "+human(time.Until(t).Round(time.Second))+")")
 	}
 	fmt.Fprintln(w, "\nRECENT RUNS (all: flowd run list --label "+domain.ScheduleLabel+"="+s.ID+")")
 	tw = newTable(w)
@@ -288,6 +291,11 @@ func scheduleDeleteAction(cCtx *cli.Context) error {
 		return err
 	}); err != nil {
 		return err
+	}
+	if !res.Changed {
+		// Like queue delete: a name that is not there is an error (a typo
+		// should not read as success).
+		return failf("list them with `flowd schedule list`", "not found: no schedule %q", id)
 	}
 	return printChanged(cCtx, res, "schedule "+id+" deleted")
 }

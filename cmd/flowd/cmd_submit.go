@@ -114,13 +114,27 @@ func submitAction(cCtx *cli.Context) error {
 	}
 	wait := cCtx.Bool("wait")
 	w := cCtx.App.Writer
+	view := submitView(res)
+	if p.StartAt != "" || p.DelayMS > 0 {
+		// The start time is the leader's (its clock plus --delay): read it
+		// back rather than guess it here.
+		ctx, cancel := callCtx(cCtx)
+		if r, err := getRunConsistent(cCtx, ctx, c, res.ID); err == nil && !r.StartAt.IsZero() {
+			at := r.StartAt.UTC()
+			view.StartAt = &at
+		}
+		cancel()
+	}
 	if !wait || !jsonOut(cCtx) {
 		if jsonOut(cCtx) {
-			return printJSON(w, submitView(res))
+			return printJSON(w, view)
 		}
 		note := ""
 		if !res.Created {
 			note = " (already submitted with this id: nothing new was created)"
+		}
+		if view.StartAt != nil {
+			note += ", starts " + stamp(*view.StartAt)
 		}
 		fmt.Fprintf(w, "run %s submitted: %s, state %s%s\n", shortID(res.ID), res.ID, StateLabel(string(res.State)), note)
 	}
@@ -148,6 +162,9 @@ type submitResultView struct {
 	State   string `json:"state"`
 	Created bool   `json:"created"`
 	Index   uint64 `json:"index,omitempty"`
+	// StartAt: a delayed run's start (--delay, --start-at), as the
+	// cluster set it.
+	StartAt *time.Time `json:"start_at,omitempty"`
 }
 
 func submitView(r *rpc.SubmitResult) submitResultView {

@@ -19,20 +19,24 @@ var taskCommand = &cli.Command{
 		{
 			Name:      "get",
 			Usage:     "show a task: every attempt, its lease, deps and compensation",
-			ArgsUsage: "TASK_ID (<run id or any unique part of it>/<task key>)",
+			ArgsUsage: "RUN/KEY or RUN KEY (RUN: the run id or any unique part of it)",
 			Action:    taskGetAction,
 		},
 	},
 }
 
 func taskGetAction(cCtx *cli.Context) error {
-	if err := needArgs(cCtx, 1, 1, "TASK_ID"); err != nil {
+	if err := needArgs(cCtx, 1, 2, "RUN/KEY or RUN KEY"); err != nil {
 		return err
 	}
+	// RUN/KEY or, like task logs, RUN KEY.
 	id := strings.TrimSpace(cCtx.Args().First())
 	run, key, ok := strings.Cut(id, "/")
+	if cCtx.NArg() == 2 {
+		run, key, ok = id, strings.TrimSpace(cCtx.Args().Get(1)), !strings.Contains(id, "/")
+	}
 	if !ok || run == "" || key == "" {
-		return usageErr(cCtx, "task id %q: want <run id>/<task key>, e.g. 3f9a1c2b7d4e/extract", id)
+		return usageErr(cCtx, "task id %q: want RUN/KEY or RUN KEY, e.g. 3f9a1c2b7d4e/extract or 3f9a1c2b7d4e extract", strings.Join(cCtx.Args().Slice(), " "))
 	}
 	var t *rpc.Task
 	if err := withClient(cCtx, func(ctx context.Context, c *rpc.Client) (err error) {

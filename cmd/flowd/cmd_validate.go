@@ -36,7 +36,11 @@ const CodeBadYAML = "bad_yaml"
 func validateSpec(b []byte) validation {
 	js, err := toJSON(b)
 	if err != nil {
-		return validation{Problems: []domain.Problem{{Code: CodeBadYAML, Path: "$", Message: err.Error()}}}
+		code := CodeBadYAML
+		if _, ok := errors.AsType[*jsonSyntaxError](err); ok {
+			code = domain.CodeBadJSON
+		}
+		return validation{Problems: []domain.Problem{{Code: code, Path: "$", Message: err.Error()}}}
 	}
 	spec, err := domain.ParseSpec(js, domain.DefaultLimits)
 	if err != nil {
@@ -89,6 +93,9 @@ func specJSON(cCtx *cli.Context, path string) (json.RawMessage, error) {
 		return nil, err
 	}
 	js, err := toJSON(b)
+	if _, ok := errors.AsType[*jsonSyntaxError](err); ok {
+		return nil, failf("check it with `flowd validate "+path+"`", "%s: %v", path, err)
+	}
 	if err != nil {
 		return nil, failf("check it with `flowd validate "+path+"`", "%s is neither JSON nor YAML: %v", path, err)
 	}

@@ -38,7 +38,8 @@ var workerCommand = &cli.Command{
   {"task_id","run_id","key","type","queue","input","run_input","dep_results",
    "attempt","idempotency_key","compensation","result"}
 
-Standard output (JSON; empty means null) is the task's result. A non-zero exit
+Standard output is the task's result: JSON as it is, other text (trimmed)
+as a JSON string, empty means null. A non-zero exit
 fails the attempt with the tail of standard error as the error; exit code 100
 fails it permanently (no retry). A lost lease or --task-timeout kills the command.
 The environment carries FLOWD_TASK_ID, FLOWD_RUN_ID, FLOWD_TASK_KEY,
@@ -159,7 +160,8 @@ func execHandler(command string, timeout time.Duration) worker.Handler {
 			return nil, nil
 		}
 		if !json.Valid(out) {
-			return nil, worker.Permanent(fmt.Errorf("command output is not JSON: %.200q", out))
+			// Plain text (echo hello) is the result as a JSON string.
+			return string(out), nil
 		}
 		return json.RawMessage(out), nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,12 +53,12 @@ func TestCLIEvents(t *testing.T) {
 	}
 	r = tc.must(t, 0, "events", "--run", short, "--limit", "2", "-o", "json")
 	var el rpc.EventsListResult
-	if err := json.Unmarshal([]byte(r.out), &el); err != nil || len(el.Events) != 2 {
-		t.Fatalf("events json: %v\n%s", err, r)
+	if err := eventLines(r.out, &el); err != nil || len(el.Events) != 2 || strings.Count(r.out, "\n") != 2 {
+		t.Fatalf("events json, one object per line: %v\n%s", err, r)
 	}
 	// -n shows the newest events, like tail; --from the ones from there.
 	var all, first rpc.EventsListResult
-	if err := json.Unmarshal([]byte(tc.must(t, 0, "events", "--run", short, "-o", "json").out), &all); err != nil || len(all.Events) < 4 {
+	if err := eventLines(tc.must(t, 0, "events", "--run", short, "-o", "json").out, &all); err != nil || len(all.Events) < 4 {
 		t.Fatalf("all events: %v %+v", err, all)
 	}
 	last := all.Events[len(all.Events)-2:]
@@ -65,12 +66,12 @@ func TestCLIEvents(t *testing.T) {
 		t.Fatalf("events -n 2 answered %+v, want the newest two %+v", el.Events, last)
 	}
 	r = tc.must(t, 0, "events", "--run", short, "-n", "2", "--from", "1", "-o", "json")
-	if err := json.Unmarshal([]byte(r.out), &first); err != nil || len(first.Events) != 2 || first.Events[0].Index != all.Events[0].Index {
+	if err := eventLines(r.out, &first); err != nil || len(first.Events) != 2 || first.Events[0].Index != all.Events[0].Index {
 		t.Fatalf("events --from 1 -n 2: %v %+v, want the oldest two", err, first.Events)
 	}
 	var start rpc.EventsListResult
 	r = tc.must(t, 0, "events", "--run", short, "-n", "2", "--from-start", "-o", "json")
-	if err := json.Unmarshal([]byte(r.out), &start); err != nil || len(start.Events) != 2 || start.Events[0].Index != all.Events[0].Index {
+	if err := eventLines(r.out, &start); err != nil || len(start.Events) != 2 || start.Events[0].Index != all.Events[0].Index {
 		t.Fatalf("events --from-start -n 2: %v %+v, want the oldest two", err, start.Events)
 	}
 	// --since T starts at the first event at or after T (times are the
@@ -83,13 +84,13 @@ func TestCLIEvents(t *testing.T) {
 		}
 		var since rpc.EventsListResult
 		r = tc.must(t, 0, "events", "--run", short, "--since", at.Format(time.RFC3339Nano), "-o", "json")
-		if err := json.Unmarshal([]byte(r.out), &since); err != nil || len(since.Events) != len(all.Events)-want ||
+		if err := eventLines(r.out, &since); err != nil || len(since.Events) != len(all.Events)-want ||
 			since.Events[0].Index != all.Events[want].Index || since.Events[0].Seq != all.Events[want].Seq {
 			t.Fatalf("events --since %s: %v %+v, want from event %d of %+v", at.Format(time.RFC3339Nano), err, since.Events, want, all.Events)
 		}
 	}
 	var recent rpc.EventsListResult
-	if err := json.Unmarshal([]byte(tc.must(t, 0, "events", "--run", short, "--since", "1h", "-o", "json").out), &recent); err != nil || len(recent.Events) != len(all.Events) {
+	if err := eventLines(tc.must(t, 0, "events", "--run", short, "--since", "1h", "-o", "json").out, &recent); err != nil || len(recent.Events) != len(all.Events) {
 		t.Fatalf("events --since 1h: %v %d events, want %d", err, len(recent.Events), len(all.Events))
 	}
 	if r := tc.flowd(t, "events", "--since", "1h", "--from", "3"); r.code != 2 || !strings.Contains(r.err, "one of --from, --since and --from-start") {
@@ -98,6 +99,21 @@ func TestCLIEvents(t *testing.T) {
 	if r := tc.flowd(t, "events", "--since", "yesterday"); r.code != 2 || !strings.Contains(r.err, "RFC 3339") {
 		t.Fatalf("--since yesterday: %s", r)
 	}
+}
+
+// eventLines reads events -o json: one event object per line.
+func eventLines(out string, into *rpc.EventsListResult) error {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var e rpc.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			return fmt.Errorf("line %q: %w", line, err)
+		}
+		into.Events = append(into.Events, e)
+	}
+	return nil
 }
 
 // run watch follows a run until it ends: the watch must have started

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
@@ -385,19 +384,6 @@ func readFileArg(cCtx *cli.Context, path string) ([]byte, error) {
 		return nil, failf("", "%v", err)
 	}
 	return b, nil
-}
-
-// toJSON returns JSON as is and converts YAML (a superset) to JSON.
-func toJSON(b []byte) (json.RawMessage, error) {
-	t := strings.TrimSpace(string(b))
-	if (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
-		return json.RawMessage(t), nil
-	}
-	js, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(js), nil
 }
 
 // jsonArg parses a JSON value given inline or as @file (@- for stdin; a

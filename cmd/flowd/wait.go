@@ -169,8 +169,8 @@ func newProgress(w io.Writer) *progress { return &progress{w: w, tty: isTerminal
 
 func (p *progress) show(r *rpc.Run) {
 	line := fmt.Sprintf("run %s %s  tasks %d/%d", shortID(r.ID), StateLabel(string(r.State)), r.Done, r.TaskCount)
-	if line == p.last {
-		return
+	if line == p.last || (!p.tty && r.State.Done()) {
+		return // without a terminal the outcome line alone says how it ended
 	}
 	p.last = line
 	if p.tty {

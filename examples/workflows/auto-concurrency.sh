@@ -8,7 +8,14 @@
 # `flowd queue list` and `flowd events`. Try it with `flowd dev` running
 # (its demo workers serve echo and sleep).
 set -e
-flowd queue set thumbs --create --concurrency auto --min 1 --max 16 --target-latency 250ms
+# flowd is $FLOWD, else this checkout's bin/flowd (make build, make run),
+# else flowd on the PATH; paths below are from the checkout's root.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -z "${FLOWD:-}" ]; then
+  if [ -x "$root/bin/flowd" ]; then FLOWD=$root/bin/flowd; else FLOWD=flowd; fi
+fi
+cd "$root"
+"$FLOWD" queue set thumbs --create --concurrency auto --min 1 --max 16 --target-latency 250ms
 tasks=""
 for i in $(seq 1 200); do
   # every tenth task takes 800 ms: enough slow ones to push the p90 up
@@ -16,6 +23,6 @@ for i in $(seq 1 200); do
   tasks="$tasks{\"key\":\"thumb$i\",\"type\":\"sleep\",\"queue\":\"thumbs\",\"input\":{\"ms\":$ms}},"
 done
 echo "{\"name\":\"thumbnails\",\"tasks\":[${tasks%,}]}" > /tmp/thumbnails.json
-flowd submit /tmp/thumbnails.json --wait
-flowd queue list                                  # CONCURRENCY: auto N (1-16 <250ms)
-flowd queue set thumbs --concurrency 0            # back to a fixed cap (unlimited)
+"$FLOWD" submit /tmp/thumbnails.json --wait
+"$FLOWD" queue list                                  # CONCURRENCY: auto N (1-16 <250ms)
+"$FLOWD" queue set thumbs --concurrency 0            # back to a fixed cap (unlimited)

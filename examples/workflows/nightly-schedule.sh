@@ -4,12 +4,19 @@
 # it: buffer_one), and after an outage catch up on fires at most 10 minutes
 # late. Then show its next fire times and fire it once now.
 set -e
-flowd schedule create nightly-etl examples/workflows/etl.yaml \
+# flowd is $FLOWD, else this checkout's bin/flowd (make build, make run),
+# else flowd on the PATH; paths below are from the checkout's root.
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -z "${FLOWD:-}" ]; then
+  if [ -x "$root/bin/flowd" ]; then FLOWD=$root/bin/flowd; else FLOWD=flowd; fi
+fi
+cd "$root"
+"$FLOWD" schedule create nightly-etl examples/workflows/etl.yaml \
   --cron '30 2 * * *' --tz Europe/Berlin --overlap buffer_one \
   --catchup-window 10m --label team=data --note 'nightly load'
-flowd schedule get nightly-etl
-flowd schedule trigger nightly-etl
-flowd run list --label flowd.schedule=nightly-etl
+"$FLOWD" schedule get nightly-etl
+"$FLOWD" schedule trigger nightly-etl
+"$FLOWD" run list --label flowd.schedule=nightly-etl
 # Every second, for trying it out with `flowd dev`:
 #   flowd schedule create tick examples/workflows/hello.json --every 1s --overlap allow
 #   flowd events | grep schedule

@@ -175,6 +175,10 @@ func (ps *problems) unknown(prefix string, m map[string]json.RawMessage, known m
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if s := suggestField(k, known); s != "" {
+			ps.add(CodeUnknownField, prefix+k, "unknown field %q; did you mean %q?", k, s)
+			continue
+		}
 		ps.add(CodeUnknownField, prefix+k, "unknown field %q", k)
 	}
 }
