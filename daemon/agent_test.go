@@ -62,6 +62,7 @@ func startAgentsLogging(t testing.TB, n int, logger func(i int) *slog.Logger) []
 	if _, err := agents[0].node.WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
+	waitFresh(t, ctx, agents)
 	return agents
 }
 

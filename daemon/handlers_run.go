@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/expr"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -78,6 +79,7 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 			return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
 		}
 		spec, err := a.specs.parse(p.Workflow, a.state.Limits())
+		err = expr.Validate(spec, err) // the when conditions compile
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}

@@ -22,7 +22,7 @@ func (a *applier) applySubmit(c *Submit) any {
 		// A retry of the creating call (same nonce) learns it created the run.
 		return &SubmitResult{ID: r.ID, State: r.State, Created: c.Nonce != "" && c.Nonce == r.Nonce}
 	}
-	if err := domain.ValidateSpec(c.Spec, a.limits); err != nil {
+	if err := a.validSpec(c.Spec); err != nil {
 		return err
 	}
 	if err := a.checkRunInput(c.Input, c.Labels, c.IfFull); err != nil {
@@ -82,6 +82,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	a.newRun(r)
 	a.indexLabels(r)
 	a.put(specKey(id), (*specMsg)(&spec))
+	a.putRules(id, spec)
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
@@ -130,9 +131,7 @@ func (a *applier) start(r *Run) {
 	}
 	a.stepRun(r, domain.EdgeStart)
 	for _, t := range a.runTasks(r.ID) {
-		if t.State == domain.TaskPending && a.depsSucceeded(t) {
-			a.promote(r, t)
-		}
+		a.advance(r, t)
 	}
 	a.derive(r)
 }
@@ -175,7 +174,7 @@ func (a *applier) promote(r *Run, t *Task) {
 
 // derive recomputes the run state from its task counts and takes the edge.
 func (a *applier) derive(r *Run) {
-	next := domain.Derive(r.State, r.Counts)
+	next := a.deriveState(r)
 	if next == r.State {
 		return
 	}
@@ -313,9 +312,7 @@ func (a *applier) resumeRun(r *Run) any {
 	} else {
 		a.stepRun(r, domain.EdgeResume)
 		for _, t := range a.runTasks(r.ID) {
-			if t.State == domain.TaskPending && a.depsSucceeded(t) {
-				a.promote(r, t)
-			}
+			a.advance(r, t)
 		}
 		a.reindex(r)
 	}

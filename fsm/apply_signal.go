@@ -128,9 +128,7 @@ func (a *applier) deliverSignal(r *Run, t *Task, payload json.RawMessage, id, na
 	a.getCounters().TasksDone++
 	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
 		for _, d := range t.Dependents {
-			if dt := a.loadTask(r.ID, d); dt != nil && dt.State == domain.TaskPending && a.depsSucceeded(dt) {
-				a.promote(r, dt)
-			}
+			a.advance(r, a.loadTask(r.ID, d))
 		}
 	}
 	a.derive(r)

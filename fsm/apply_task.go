@@ -211,9 +211,7 @@ func (a *applier) applyComplete(c *Complete) any {
 	}
 	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
 		for _, d := range t.Dependents {
-			if dt := a.loadTask(r.ID, d); dt != nil && dt.State == domain.TaskPending && a.depsSucceeded(dt) {
-				a.promote(r, dt)
-			}
+			a.advance(r, a.loadTask(r.ID, d))
 		}
 	}
 	a.derive(r)
@@ -281,9 +279,7 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 	}
 	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
 		for _, t := range created {
-			if a.depsSucceeded(t) {
-				a.promote(r, t)
-			}
+			a.advance(r, t)
 		}
 	} else {
 		// A task of a failed run finished late: its children can never run.
@@ -337,6 +333,7 @@ func (a *applier) failAttempt(r *Run, t *Task, msg string, retryable bool) {
 		return
 	}
 	t.FinishedAt = a.now
+	a.settled(r, t)
 	a.derive(r)
 }
 

@@ -128,6 +128,7 @@ func (a *applier) fireReady(r *Run, t *Task) int {
 		return 1
 	}
 	t.FinishedAt = a.now
+	a.settled(r, t)
 	a.derive(r)
 	return 1
 }

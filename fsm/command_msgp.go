@@ -223,7 +223,16 @@ func (t *tupleReader) taskSpecs(n uint32) []domain.TaskSpec {
 }
 
 func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
-	o = msgp.AppendArrayHeader(o, 13)
+	// The fields of state-machine version 2 (when, trigger) are written
+	// only when set: a spec without them keeps the 13-field tuple every
+	// earlier binary writes, byte for byte (replicas of two releases store
+	// equal spec records during a rolling upgrade).
+	v2 := s.When != "" || s.Trigger != ""
+	if v2 {
+		o = msgp.AppendArrayHeader(o, 15)
+	} else {
+		o = msgp.AppendArrayHeader(o, 13)
+	}
 	o = msgp.AppendString(o, s.Key)
 	o = msgp.AppendString(o, s.Type)
 	o = msgp.AppendString(o, s.Queue)
@@ -244,7 +253,12 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 	o = msgp.AppendInt64(o, s.TimeoutMS)
 	o = msgp.AppendInt64(o, s.ScheduleToStartMS)
 	o = msgp.AppendString(o, s.Signal)
-	return msgp.AppendString(o, s.ScheduleToStartPolicy)
+	o = msgp.AppendString(o, s.ScheduleToStartPolicy)
+	if v2 {
+		o = msgp.AppendString(o, s.When)
+		o = msgp.AppendString(o, s.Trigger)
+	}
+	return o
 }
 
 func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
@@ -277,6 +291,8 @@ func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
 	t.i64(&s.ScheduleToStartMS)
 	t.str(&s.Signal)
 	t.str(&s.ScheduleToStartPolicy)
+	t.str(&s.When)
+	t.str(&s.Trigger)
 	return t.done()
 }
 

@@ -488,6 +488,9 @@ type applier struct {
 	settings       *Settings
 	settingsDirty  bool
 	counters       *Counters
+	// rules caches the entry's rules records (apply_decide.go) by run id,
+	// nil for a run without; discard drops it.
+	rules map[string]*runRules
 }
 
 // clock advances FSM time: now = max(last now, command stamp).

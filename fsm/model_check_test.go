@@ -180,6 +180,7 @@ func TestModelRandomCommands(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(rapidTB{TB: t, rt: rt})
 		h.ok(&SettingsSet{BreakerFailures: ptr(-1)}) // claims are predictable without breakers
+		h.ok(&SetVersion{Version: MaxVersion})       // trigger rules and conditions (model_decide_test.go)
 		m := &model{h: h}
 		rt.Repeat(map[string]func(*rapid.T){
 			"submit":    m.submit,

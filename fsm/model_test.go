@@ -55,6 +55,7 @@ type mTask struct {
 	comp                 string // compensation phase; "" = none
 	result               json.RawMessage
 	attempts             []mAttempt
+	when, trigger        string // the task's condition and trigger rule (model_decide_test.go)
 	mTimes               // timeouts and waits (model_time_test.go)
 }
 
@@ -65,6 +66,8 @@ type mRun struct {
 	def    string // the definition it was submitted by, and its version
 	defV   int
 	revert bool // on_failure revert
+	// decided: the spec uses trigger rules or conditions (V2).
+	decided bool
 	state  domain.RunState
 	from   domain.RunState // state an interrupted run resumes into
 	tasks  []*mTask
@@ -135,6 +138,10 @@ func (m *model) endLease(t *mTask, outcome string) {
 // promote makes every pending task whose dependencies all succeeded ready:
 // in a running or interrupted run no such task stays pending.
 func (m *model) promote(r *mRun) {
+	if r.decided {
+		m.decide(r)
+		return
+	}
 	for _, t := range r.tasks {
 		ok := t.state == domain.TaskPending
 		for _, d := range t.deps {
@@ -165,6 +172,10 @@ func (m *model) derive(r *mRun) {
 	}
 	switch r.state {
 	case domain.RunRunning:
+		if r.decided {
+			m.deriveDecided(r, count)
+			return
+		}
 		switch {
 		case count[domain.TaskFailed] > 0 && r.revert:
 			m.startRevert(r)
@@ -173,7 +184,7 @@ func (m *model) derive(r *mRun) {
 			for _, t := range r.tasks {
 				m.cancelWaiting(t)
 			}
-		case count[domain.TaskSucceeded] == len(r.tasks):
+		case count[domain.TaskSucceeded]+count[domain.TaskSkipped] == len(r.tasks):
 			r.state = domain.RunSucceeded
 		}
 	case domain.RunReverting:
@@ -249,6 +260,8 @@ func (m *model) failAttempt(t *mTask, retryable bool) {
 		t.state = domain.TaskFailed
 		if retryable && m.canRetry(t) {
 			t.state, t.retryAt = domain.TaskRetrying, m.now()+domain.Backoff(t.retry, t.id(), t.attempt)
+		} else if r.decided && (r.state == domain.RunRunning || r.state == domain.RunInterrupted) {
+			m.promote(r) // its dependents are decided
 		}
 	}
 	m.derive(r)
@@ -267,10 +280,9 @@ func (m *model) submit(rt *rapid.T) {
 	spec := drawSpec(rt, 5)
 	id := fmt.Sprintf("run%d", len(m.runs))
 	res := m.h.ok(&Submit{ID: id, Spec: spec}).(*SubmitResult)
-	if !res.Created || res.State != domain.RunRunning {
-		rt.Fatalf("submit: %+v", res)
+	if r := m.addRun(id, spec); !res.Created || res.State != r.state {
+		rt.Fatalf("submit: %+v, model says %s", res, r.state)
 	}
-	m.addRun(id, spec)
 }
 
 // drawSpec draws a workflow of 1 to maxTasks tasks.
@@ -291,6 +303,7 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 				ts.Deps = append(ts.Deps, fmt.Sprintf("k%d", j))
 			}
 		}
+		drawDecision(rt, &ts)
 		spec.Tasks = append(spec.Tasks, ts)
 	}
 	return spec
@@ -298,9 +311,10 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 
 // addRun adds the run id of spec that the last entry created (running).
 func (m *model) addRun(id string, spec domain.Spec) *mRun {
-	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{}}
+	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{},
+		decided: spec.UsesDecisions()}
 	for _, ts := range spec.Normalize().Tasks {
-		t := &mTask{run: r, key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps,
+		t := &mTask{run: r, key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps, when: ts.When, trigger: ts.Trigger,
 			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
 			mTimes: mTimes{timeoutMS: ts.TimeoutMS, wait: ts.IsWait()}}
 		r.tasks = append(r.tasks, t)
@@ -311,6 +325,9 @@ func (m *model) addRun(id string, spec domain.Spec) *mRun {
 	}
 	m.runs = append(m.runs, r)
 	m.promote(r)
+	if r.decided {
+		m.derive(r) // every task may be decided at once
+	}
 	return r
 }
 

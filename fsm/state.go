@@ -169,6 +169,7 @@ func (a *applier) discard() {
 	a.breakers.reset()
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
 	a.queueNamesOK = false
+	a.rules = nil
 }
 
 // legacySame reports whether a record loaded from a JSON encoding (written

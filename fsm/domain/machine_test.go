@@ -264,7 +264,7 @@ func TestValidateRealTableVariants(t *testing.T) {
 		t.Errorf("duplicate claim: %v", err)
 	}
 
-	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 18 { // 16 + timeout, signal
+	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 20 { // 16 + timeout, signal, skip, condition_failed
 		t.Errorf("the global task table was modified")
 	}
 }
@@ -384,7 +384,7 @@ func TestCanEdgesFromEdgeBetween(t *testing.T) {
 			t.Errorf("EdgesFrom(%s) = %v, want %v (table order)", s, got, names)
 		}
 	}
-	if got := TaskMachine.EdgesFrom(TaskPending); !slices.Equal(got, []string{EdgeDependenciesSatisfied, EdgeCancelPending, EdgeReuseResult}) {
+	if got := TaskMachine.EdgesFrom(TaskPending); !slices.Equal(got, []string{EdgeDependenciesSatisfied, EdgeCancelPending, EdgeReuseResult, EdgeSkip, EdgeConditionFailed}) {
 		t.Errorf("task EdgesFrom(pending) = %v", got)
 	}
 	if got := RunMachine.EdgesFrom("bogus"); got != nil {

@@ -40,6 +40,13 @@ type TaskSpec struct {
 	// "fail" (the default, also when empty) or "alert"
 	// (ScheduleToStartPolicies).
 	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
+	// When is a condition (a CEL expression, fsm/expr) over the run's
+	// input, labels and the task's dependencies, evaluated once they have
+	// settled: false skips the task (decide.go). Since version 2.
+	When string `json:"when,omitempty"`
+	// Trigger is the task's trigger rule (Triggers; "" = all_succeeded).
+	// Since version 2.
+	Trigger string `json:"trigger,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a

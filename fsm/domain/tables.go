@@ -34,6 +34,12 @@ const (
 	EdgeTimeout = "timeout"
 	// EdgeSignal: a signal completed a waiting (ready) wait task.
 	EdgeSignal = "signal"
+	// EdgeSkip: a pending task whose dependencies settled is not run: its
+	// trigger rule is not met or its when condition is false (decide.go).
+	EdgeSkip = "skip"
+	// EdgeConditionFailed: a pending task's when condition could not be
+	// evaluated (an error, or its cost limit); the task fails unrun.
+	EdgeConditionFailed = "condition_failed"
 )
 
 // RunMachine is the run state machine.
@@ -70,8 +76,9 @@ var RunMachine = NewMachine(Machine[RunState]{
 
 // TaskMachine is the task state machine.
 //
-// Terminal reading: cancelled and reverted are final. succeeded and failed
-// are settled: a failed task leaves only by schedule_retry (attempts remain;
+// Terminal reading: cancelled and reverted are final. succeeded, failed and
+// skipped are settled (skipped: from state-machine version 2, decided by a
+// trigger rule or a when condition; nothing leaves it in that version): a failed task leaves only by schedule_retry (attempts remain;
 // taken in the same log entry as the failure, so no reader ever sees a
 // failed task that later runs again) and both leave by revert when their run
 // is undone. A reverted task is final within its run; running it again is a
@@ -85,7 +92,7 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 	Initial: TaskPending,
 	States:  TaskStates,
 	Final:   []TaskState{TaskCancelled, TaskReverted},
-	Settled: []TaskState{TaskSucceeded, TaskFailed},
+	Settled: []TaskState{TaskSucceeded, TaskFailed, TaskSkipped},
 	Edges: []Edge[TaskState]{
 		{Name: EdgeDependenciesSatisfied, From: []TaskState{TaskPending}, To: TaskReady},
 		{Name: EdgeCancelPending, From: []TaskState{TaskPending}, To: TaskCancelled},
@@ -105,5 +112,7 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeCancelReverting, From: []TaskState{TaskReverting}, To: TaskCancelled},
 		{Name: EdgeTimeout, From: []TaskState{TaskReady, TaskRunning}, To: TaskFailed},
 		{Name: EdgeSignal, From: []TaskState{TaskReady}, To: TaskSucceeded},
+		{Name: EdgeSkip, From: []TaskState{TaskPending}, To: TaskSkipped},
+		{Name: EdgeConditionFailed, From: []TaskState{TaskPending}, To: TaskFailed},
 	},
 })

@@ -76,7 +76,11 @@ var (
 	specFields = fields("name", "on_failure", "deadline_ms", "tasks")
 	taskFields = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
 		"timeout_ms", "schedule_to_start_ms", "signal", "schedule_to_start_policy")
-	retryFields = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
+	// taskFieldsV2 are the task fields of state-machine version 2: the
+	// general path reads them; the fast path (fastspec.go) does not know
+	// them, so a spec using them is always parsed field by field.
+	taskFieldsV2 = fields("when", "trigger")
+	retryFields  = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
 
 // ParseSpec decodes a JSON workflow spec and validates it, returning every
@@ -134,7 +138,7 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 		ps.add(CodeBadJSON, path, "a task must be a JSON object")
 		return t
 	}
-	ps.unknown(path+".", m, taskFields)
+	ps.unknown(path+".", m, taskFields, taskFieldsV2)
 	decodeField(ps, m, "key", path+".key", &t.Key)
 	decodeField(ps, m, "type", path+".type", &t.Type)
 	decodeField(ps, m, "queue", path+".queue", &t.Queue)
@@ -146,6 +150,8 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	decodeField(ps, m, "schedule_to_start_ms", path+".schedule_to_start_ms", &t.ScheduleToStartMS)
 	decodeField(ps, m, "signal", path+".signal", &t.Signal)
 	decodeField(ps, m, "schedule_to_start_policy", path+".schedule_to_start_policy", &t.ScheduleToStartPolicy)
+	decodeField(ps, m, "when", path+".when", &t.When)
+	decodeField(ps, m, "trigger", path+".trigger", &t.Trigger)
 	if in, ok := m["input"]; ok && !bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		t.Input = compact(in)
 	}
@@ -166,10 +172,10 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	return t
 }
 
-func (ps *problems) unknown(prefix string, m map[string]json.RawMessage, known map[string]bool) {
+func (ps *problems) unknown(prefix string, m map[string]json.RawMessage, known ...map[string]bool) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
-		if !known[k] {
+		if !slices.ContainsFunc(known, func(kn map[string]bool) bool { return kn[k] }) {
 			keys = append(keys, k)
 		}
 	}
@@ -272,6 +278,7 @@ func validateTasks(tasks []TaskSpec, prefix string, existing map[string]bool, li
 			ps.add(CodeBadLease, path+".lease_ms", "lease_ms %d is below the minimum of 100", t.LeaseMS)
 		}
 		ps = append(ps, validateTimeouts(t, path, lim)...)
+		ps = append(ps, validateDecisions(t, path, prefix)...)
 		if r := t.Retry; r != nil {
 			rp := path + ".retry"
 			if r.MaxAttempts < 0 || r.MaxAttempts > lim.MaxAttempts {

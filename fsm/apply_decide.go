@@ -1,0 +1,196 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/expr"
+)
+
+// Workflows that decide (V2; domain/decide.go): trigger rules and when
+// conditions. A run whose spec uses them has a rules record, written once
+// at creation:
+//
+//	rx/<run>   the tasks' trigger rules and conditions (JSON)
+//
+// Its presence is what makes a run decided by these rules; a run without
+// it (every run created before V2, and every run whose spec uses neither)
+// is promoted and derived exactly as in V1. The rules are a record apart
+// rather than fields of the Run and Task tuples so that no record layout
+// changes: a cluster of two releases writes equal bytes until it is
+// finalized.
+
+var pfxRules = []byte("rx/")
+
+func rulesKey(id string) []byte { return cat(pfxRules, []byte(id)) }
+
+// runRules is the rules record.
+type runRules struct {
+	Tasks map[string]taskRule `json:"tasks"`
+}
+
+type taskRule struct {
+	When    string `json:"when,omitempty"`
+	Trigger string `json:"trigger,omitempty"`
+}
+
+// rulesOf builds the rules record of spec (nil: it uses none).
+func rulesOf(spec domain.Spec) *runRules {
+	if !spec.UsesDecisions() {
+		return nil
+	}
+	rr := &runRules{Tasks: map[string]taskRule{}}
+	for _, t := range spec.Tasks {
+		if t.When != "" || t.Trigger != "" {
+			rr.Tasks[t.Key] = taskRule{When: t.When, Trigger: t.Trigger}
+		}
+	}
+	return rr
+}
+
+// putRules stores the rules record of a run being created.
+func (a *applier) putRules(id string, spec domain.Spec) {
+	rr := rulesOf(spec)
+	if a.rules == nil {
+		a.rules = map[string]*runRules{}
+	}
+	a.rules[id] = rr
+	if rr != nil {
+		a.put(rulesKey(id), rr)
+	}
+}
+
+// rulesFor returns run id's rules, nil for a run that uses none. Cached
+// for the entry: the record never changes after creation.
+func (a *applier) rulesFor(id string) *runRules {
+	if rr, ok := a.rules[id]; ok {
+		return rr
+	}
+	rr, err := getJSON[runRules](a.tx, rulesKey(id))
+	must(err)
+	if a.rules == nil {
+		a.rules = map[string]*runRules{}
+	}
+	a.rules[id] = rr
+	return rr
+}
+
+// checkSpecVersion refuses a spec that uses what the active version does
+// not have yet.
+func (a *applier) checkSpecVersion(spec domain.Spec) error {
+	if spec.UsesDecisions() && !a.atLeast(V2) {
+		return specNeedsVersion("trigger rules and when conditions", V2, a.version())
+	}
+	return nil
+}
+
+// specNeedsVersion is the error of a spec field newer than the active
+// version.
+func specNeedsVersion(what string, v, active Version) error {
+	return fmt.Errorf("%w: %w: %s came with state-machine version %d and the cluster runs %d; finalize the upgrade (`flowd operator upgrade finalize`) once every agent runs the new release",
+		ErrInvalidArgument, ErrNeedsVersion, what, v, active)
+}
+
+// validSpec is a spec's validation inside Apply: the domain's rules, its
+// conditions compiled, and the active version's fields.
+func (a *applier) validSpec(spec domain.Spec) error {
+	if err := expr.Validate(spec, domain.ValidateSpec(spec, a.limits)); err != nil {
+		return err
+	}
+	return a.checkSpecVersion(spec)
+}
+
+// advance decides a pending task whose dependencies may allow it to run:
+// in a run without rules, it is promoted once every dependency succeeded
+// (V1); in a run with rules, once every dependency settled its trigger
+// rule and condition decide (decide). Skips cascade to the dependents.
+func (a *applier) advance(r *Run, t *Task) {
+	if t == nil || t.State != domain.TaskPending {
+		return
+	}
+	rr := a.rulesFor(r.ID)
+	if rr == nil {
+		if a.depsSucceeded(t) {
+			a.promote(r, t)
+		}
+		return
+	}
+	work := []*Task{t}
+	for len(work) > 0 {
+		t := work[0]
+		work = work[1:]
+		if t == nil || t.State != domain.TaskPending || !a.decide(r, rr, t) {
+			continue
+		}
+		if t.State == domain.TaskSkipped || t.State == domain.TaskFailed {
+			for _, d := range t.Dependents {
+				work = append(work, a.loadTask(r.ID, d))
+			}
+		}
+	}
+}
+
+// settled is called when t reached a settled state other than success
+// (failed for good): in a run with rules its dependents are decided. A run
+// without rules fails instead (derive), as in V1.
+func (a *applier) settled(r *Run, t *Task) {
+	if r.State != domain.RunRunning && r.State != domain.RunInterrupted {
+		return
+	}
+	if a.rulesFor(r.ID) == nil {
+		return
+	}
+	for _, d := range t.Dependents {
+		a.advance(r, a.loadTask(r.ID, d))
+	}
+}
+
+// decide settles or promotes the pending task t once every dependency has
+// settled, and reports whether it did.
+func (a *applier) decide(r *Run, rr *runRules, t *Task) bool {
+	var out domain.DepOutcomes
+	deps := make(map[string]expr.Dep, len(t.Deps))
+	for _, d := range t.Deps {
+		dt := a.loadTask(r.ID, d)
+		if dt == nil || !dt.State.Done() {
+			return false
+		}
+		out.Add(dt.State)
+		deps[d] = expr.Dep{State: dt.State, Result: dt.Result}
+	}
+	rule := rr.Tasks[t.Key]
+	trig, _ := domain.TriggerOf(rule.Trigger) // validated at submit
+	if !trig.Met(out) {
+		a.skip(r, t, trig.SkipReason(out))
+		return true
+	}
+	if rule.When != "" {
+		ok, err := expr.Eval(rule.When, expr.Env{Input: r.Input, Labels: r.Labels, Deps: deps})
+		switch {
+		case err != nil:
+			msg := "when: " + err.Error()
+			t.Error, t.FinishedAt = msg, a.now
+			a.stepTask(r, t, domain.EdgeConditionFailed, func(e *Event) { e.Error = msg })
+			return true
+		case !ok:
+			a.skip(r, t, "skipped: when is false: "+rule.When)
+			return true
+		}
+	}
+	a.promote(r, t)
+	return true
+}
+
+func (a *applier) skip(r *Run, t *Task, why string) {
+	t.Error, t.FinishedAt = why, a.now
+	a.stepTask(r, t, domain.EdgeSkip, func(e *Event) { e.Error = why })
+}
+
+// deriveState is the run state r's task counts give, by the rules r runs
+// under.
+func (a *applier) deriveState(r *Run) domain.RunState {
+	if a.rulesFor(r.ID) != nil {
+		return domain.DeriveDecided(r.State, r.Counts)
+	}
+	return domain.Derive(r.State, r.Counts)
+}
