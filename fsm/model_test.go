@@ -56,7 +56,7 @@ type mTask struct {
 	result               json.RawMessage
 	attempts             []mAttempt
 	when, trigger        string // the task's condition and trigger rule (model_decide_test.go)
-	mTimes               // timeouts and waits (model_time_test.go)
+	mTimes                      // timeouts and waits (model_time_test.go)
 }
 
 func (t *mTask) id() string { return t.run.id + "/" + t.key }
@@ -68,10 +68,10 @@ type mRun struct {
 	revert bool // on_failure revert
 	// decided: the spec uses trigger rules or conditions (V2).
 	decided bool
-	state  domain.RunState
-	from   domain.RunState // state an interrupted run resumes into
-	tasks  []*mTask
-	byKey  map[string]*mTask
+	state   domain.RunState
+	from    domain.RunState // state an interrupted run resumes into
+	tasks   []*mTask
+	byKey   map[string]*mTask
 }
 
 type model struct {
