@@ -36,8 +36,17 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 			out.Done += n
 		}
 	}
+	var rules map[string]domain.TaskSpec
+	if spec != nil && spec.UsesDecisions() {
+		rules = make(map[string]domain.TaskSpec, len(spec.Tasks))
+		for _, ts := range spec.Tasks {
+			rules[ts.Key] = ts
+		}
+	}
 	for _, t := range tasks {
-		out.Tasks = append(out.Tasks, toTask(t, false))
+		tv := toTask(t, false)
+		tv.When, tv.Trigger = rules[t.Key].When, rules[t.Key].Trigger
+		out.Tasks = append(out.Tasks, tv)
 	}
 	out.Spec = spec
 	return out

@@ -172,6 +172,11 @@ type Task struct {
 	// without a claim (it stays set once raised).
 	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
 	Late                  bool   `json:"late,omitempty"`
+	// When and Trigger are the spec's condition and trigger rule (run.get
+	// only; docs/workflows.md). A task they decided against is skipped, its
+	// Error saying why.
+	When    string `json:"when,omitempty"`
+	Trigger string `json:"trigger,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.

@@ -333,6 +333,8 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	for _, t := range r.Tasks {
 		out := ""
 		switch {
+		case t.State == domain.TaskSkipped:
+			out = oneLine(t.Error, 60) // why: "skipped: when is false: ..."
 		case t.Error != "":
 			out = "error: " + oneLine(t.Error, 60)
 		case len(t.Result) > 0:
