@@ -264,6 +264,7 @@ func TestHandlerPanicFailsTaskWorkerLivesOn(t *testing.T) {
 // worker, and the two scripts submit and wait over the raw protocol.
 func TestExamples(t *testing.T) {
 	c := startCluster(t, 3)
+	c.waitNewest() // decide.yaml uses version 2
 	cl := c.client()
 	w := startWorker(t, c, "wx")
 	result := func(id, key string) map[string]any {
@@ -282,6 +283,11 @@ func TestExamples(t *testing.T) {
 	id = submit(t, cl, workflow(t, "flaky.yaml"))
 	if r := waitRun(t, cl, id, 20*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/call-api").Attempt != 3 {
 		t.Fatalf("flaky: %s", r.State)
+	}
+	id = submit(t, cl, workflow(t, "decide.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed || task(t, cl, id+"/page-oncall").State != domain.TaskSucceeded ||
+		task(t, cl, id+"/announce").State != domain.TaskSkipped {
+		t.Fatalf("decide: %s", r.State)
 	}
 	id = submit(t, cl, workflow(t, "saga.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted {
