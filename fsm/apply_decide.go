@@ -24,9 +24,15 @@ var pfxRules = []byte("rx/")
 
 func rulesKey(id string) []byte { return cat(pfxRules, []byte(id)) }
 
-// runRules is the rules record.
+// runRules is the rules record. A run retried in place (apply_retry.go)
+// gets one too, holding only Base.
 type runRules struct {
-	Tasks map[string]taskRule `json:"tasks"`
+	// Tasks are the trigger rules and conditions, by task key; none: the
+	// run is not decided by them (V1 promotion and derivation).
+	Tasks map[string]taskRule `json:"tasks,omitempty"`
+	// Base is, by task key, the attempts the task had made before its
+	// last run.retry: its retry policy counts the attempts after it.
+	Base map[string]int `json:"base,omitempty"`
 }
 
 type taskRule struct {
@@ -75,6 +81,12 @@ func (a *applier) rulesFor(id string) *runRules {
 	return rr
 }
 
+// decided reports whether r is decided by trigger rules and conditions.
+func (a *applier) decided(r *Run) bool {
+	rr := a.rulesFor(r.ID)
+	return rr != nil && len(rr.Tasks) > 0
+}
+
 // checkSpecVersion refuses a spec that uses what the active version does
 // not have yet.
 func (a *applier) checkSpecVersion(spec domain.Spec) error {
@@ -109,7 +121,7 @@ func (a *applier) advance(r *Run, t *Task) {
 		return
 	}
 	rr := a.rulesFor(r.ID)
-	if rr == nil {
+	if rr == nil || len(rr.Tasks) == 0 {
 		if a.depsSucceeded(t) {
 			a.promote(r, t)
 		}
@@ -137,7 +149,7 @@ func (a *applier) settled(r *Run, t *Task) {
 	if r.State != domain.RunRunning && r.State != domain.RunInterrupted {
 		return
 	}
-	if a.rulesFor(r.ID) == nil {
+	if !a.decided(r) {
 		return
 	}
 	for _, d := range t.Dependents {
@@ -189,7 +201,7 @@ func (a *applier) skip(r *Run, t *Task, why string) {
 // deriveState is the run state r's task counts give, by the rules r runs
 // under.
 func (a *applier) deriveState(r *Run) domain.RunState {
-	if a.rulesFor(r.ID) != nil {
+	if a.decided(r) {
 		return domain.DeriveDecided(r.State, r.Counts)
 	}
 	return domain.Derive(r.State, r.Counts)

@@ -327,7 +327,7 @@ func (a *applier) failAttempt(r *Run, t *Task, msg string, retryable bool) {
 	if t.State == domain.TaskRunning {
 		a.stepTask(r, t, domain.EdgeFail, func(e *Event) { e.Error = msg })
 	}
-	if retryable && canRetry(r, t) {
+	if retryable && a.canRetry(r, t) {
 		a.stepTask(r, t, domain.EdgeScheduleRetry, nil)
 		a.wake(t, a.now+domain.Backoff(t.Retry, t.ID(), t.Attempt))
 		return
@@ -480,8 +480,9 @@ func (a *applier) applyTick(c *Tick) any {
 }
 
 // canRetry reports whether t has attempts left and its run still wants it.
-func canRetry(r *Run, t *Task) bool {
-	return t.Attempt < t.Retry.MaxAttempts && (r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+// After a run.retry, the attempts before it do not count (apply_retry.go).
+func (a *applier) canRetry(r *Run, t *Task) bool {
+	return t.Attempt-a.attemptBase(r, t) < t.Retry.MaxAttempts && (r.State == domain.RunRunning || r.State == domain.RunInterrupted)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -122,7 +122,7 @@ func (a *applier) fireReady(r *Run, t *Task) int {
 	}
 	a.stepTask(r, t, domain.EdgeTimeout, func(e *Event) { e.Error = msg })
 	t.Error = msg
-	if retryable && canRetry(r, t) {
+	if retryable && a.canRetry(r, t) {
 		a.stepTask(r, t, domain.EdgeScheduleRetry, nil)
 		a.wake(t, a.now+domain.Backoff(t.Retry, t.ID(), t.Attempt))
 		return 1

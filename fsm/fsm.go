@@ -398,6 +398,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyRunVerb(c)
 	case *Replay:
 		return a.applyReplay(c)
+	case *RunRetry:
+		return a.applyRunRetry(c)
 	case *QueueSet:
 		return a.applyQueueSet(c)
 	case *QueuePause:

@@ -192,6 +192,7 @@ func TestModelRandomCommands(t *testing.T) {
 			"reap":      m.reap,
 			"tick":      m.tick,
 			"verb":      m.verb,
+			"retry":     m.retryRun, // model_retry_test.go
 			"signal":    m.signal,
 			// Flow control (model_flow_test.go): claims lease no more than
 			// the rate limits and the cap allow.

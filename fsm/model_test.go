@@ -56,6 +56,7 @@ type mTask struct {
 	result               json.RawMessage
 	attempts             []mAttempt
 	when, trigger        string // the task's condition and trigger rule (model_decide_test.go)
+	base                 int    // attempts before the last run.retry (model_retry_test.go)
 	mTimes                      // timeouts and waits (model_time_test.go)
 }
 
@@ -268,7 +269,7 @@ func (m *model) failAttempt(t *mTask, retryable bool) {
 }
 
 func (m *model) canRetry(t *mTask) bool {
-	return t.attempt < t.retry.MaxAttempts && (t.run.state == domain.RunRunning || t.run.state == domain.RunInterrupted)
+	return t.attempt-t.base < t.retry.MaxAttempts && (t.run.state == domain.RunRunning || t.run.state == domain.RunInterrupted)
 }
 
 // ---- actions ----

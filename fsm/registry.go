@@ -77,6 +77,9 @@ const (
 	// MsgSetVersion raises the cluster's active state-machine version
 	// (apply_version.go).
 	MsgSetVersion MsgType = 61
+	// MsgRunRetry takes a failed or cancelled run back to running
+	// (apply_retry.go).
+	MsgRunRetry MsgType = 62
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -162,6 +165,7 @@ var commands = []commandInfo{
 	{MsgQueueCap, "queue_cap", V1, func() Command { return &QueueCap{} }},
 	{MsgNewTerm, "new_term", V1, func() Command { return &NewTerm{} }},
 	{MsgSetVersion, "set_version", V1, func() Command { return &SetVersion{} }},
+	{MsgRunRetry, "run_retry", V2, func() Command { return &RunRetry{} }},
 }
 
 // Rule is a change of behaviour inside Apply, in force from version Since

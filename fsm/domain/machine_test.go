@@ -98,25 +98,27 @@ func TestTaskEdges(t *testing.T) {
 }
 
 func TestTerminalSets(t *testing.T) {
-	for _, s := range []RunState{RunSucceeded, RunCancelled, RunReverted} {
+	for _, s := range []RunState{RunSucceeded, RunReverted} {
 		if !s.Final() || !s.Done() || len(RunMachine.EdgesFrom(s)) != 0 {
 			t.Errorf("run %s: want final, done, no edges (edges %v)", s, RunMachine.EdgesFrom(s))
 		}
 	}
-	if RunFailed.Final() || !RunFailed.Done() {
-		t.Errorf("run failed: want settled (done, not final)")
+	for _, s := range []RunState{RunFailed, RunCancelled} {
+		if s.Final() || !s.Done() {
+			t.Errorf("run %s: want settled (done, not final)", s)
+		}
 	}
 	for _, s := range []RunState{RunPending, RunRunning, RunInterrupted, RunReverting} {
 		if s.Final() || s.Done() {
 			t.Errorf("run %s must not be done", s)
 		}
 	}
-	for _, s := range []TaskState{TaskCancelled, TaskReverted} {
+	for _, s := range []TaskState{TaskReverted} {
 		if !s.Final() || !s.Done() || len(TaskMachine.EdgesFrom(s)) != 0 {
 			t.Errorf("task %s: want final, done, no edges", s)
 		}
 	}
-	for _, s := range []TaskState{TaskSucceeded, TaskFailed} {
+	for _, s := range []TaskState{TaskSucceeded, TaskFailed, TaskSkipped, TaskCancelled} {
 		if s.Final() || !s.Done() {
 			t.Errorf("task %s: want settled (done, not final)", s)
 		}
@@ -264,7 +266,7 @@ func TestValidateRealTableVariants(t *testing.T) {
 		t.Errorf("duplicate claim: %v", err)
 	}
 
-	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 20 { // 16 + timeout, signal, skip, condition_failed
+	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 21 { // 16 + timeout, signal, skip, condition_failed, reset
 		t.Errorf("the global task table was modified")
 	}
 }
@@ -374,9 +376,9 @@ func TestCanEdgesFromEdgeBetween(t *testing.T) {
 		RunRunning:     {EdgeSucceed, EdgeFail, EdgeCancel, EdgeInterrupt, EdgeRevert},
 		RunInterrupted: {EdgeResume, EdgeRevert, EdgeCancelInterrupted},
 		RunReverting:   {EdgeCancel, EdgeInterrupt, EdgeReverted, EdgeRevertFailed},
-		RunFailed:      {EdgeRevert},
+		RunFailed:      {EdgeRevert, EdgeRetry},
 		RunSucceeded:   nil,
-		RunCancelled:   nil,
+		RunCancelled:   {EdgeRetry},
 		RunReverted:    nil,
 	}
 	for s, names := range want {

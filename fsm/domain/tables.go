@@ -40,14 +40,21 @@ const (
 	// EdgeConditionFailed: a pending task's when condition could not be
 	// evaluated (an error, or its cost limit); the task fails unrun.
 	EdgeConditionFailed = "condition_failed"
+	// EdgeRetry (run): run.retry takes a failed or cancelled run back to
+	// running, in the same run (retry.go; version 2).
+	EdgeRetry = "retry"
+	// EdgeReset (task): run.retry takes a failed, cancelled or skipped
+	// task back to pending, its attempt history kept (version 2).
+	EdgeReset = "reset"
 )
 
 // RunMachine is the run state machine.
 //
-// Terminal reading: succeeded, cancelled and reverted are final (nothing
-// leaves them). failed is settled: the run is over for forward execution and
-// run.wait returns, but a revert (saga) may still leave it, because a failed
-// run can be undone with compensation handlers. reverted is kept as its own
+// Terminal reading: succeeded and reverted are final (nothing leaves them).
+// failed and cancelled are settled: the run is over for forward execution
+// and run.wait returns, but a revert (saga) may still leave a failed run,
+// because it can be undone with compensation handlers, and run.retry
+// (version 2) takes either back to running in the same run. reverted is kept as its own
 // terminal state (TaskFlow only passes through it) so users see that a run
 // was undone; it counts as an unsuccessful outcome.
 //
@@ -57,8 +64,8 @@ var RunMachine = NewMachine(Machine[RunState]{
 	Name:    "run",
 	Initial: RunPending,
 	States:  RunStates,
-	Final:   []RunState{RunSucceeded, RunCancelled, RunReverted},
-	Settled: []RunState{RunFailed},
+	Final:   []RunState{RunSucceeded, RunReverted},
+	Settled: []RunState{RunFailed, RunCancelled},
 	Edges: []Edge[RunState]{
 		{Name: EdgeStart, From: []RunState{RunPending}, To: RunRunning},
 		{Name: EdgeCancelBeforeStart, From: []RunState{RunPending}, To: RunCancelled},
@@ -71,14 +78,16 @@ var RunMachine = NewMachine(Machine[RunState]{
 		{Name: EdgeReverted, From: []RunState{RunReverting}, To: RunReverted},
 		{Name: EdgeRevertFailed, From: []RunState{RunReverting}, To: RunFailed},
 		{Name: EdgeCancelInterrupted, From: []RunState{RunInterrupted}, To: RunCancelled},
+		{Name: EdgeRetry, From: []RunState{RunFailed, RunCancelled}, To: RunRunning, Kind: Retry},
 	},
 })
 
 // TaskMachine is the task state machine.
 //
-// Terminal reading: cancelled and reverted are final. succeeded, failed and
-// skipped are settled (skipped: from state-machine version 2, decided by a
-// trigger rule or a when condition; nothing leaves it in that version): a failed task leaves only by schedule_retry (attempts remain;
+// Terminal reading: reverted is final. succeeded, failed, skipped and
+// cancelled are settled (skipped: from state-machine version 2, decided by
+// a trigger rule or a when condition; failed, cancelled and skipped go
+// back to pending by reset, run.retry's edge, from version 2): a failed task leaves only by schedule_retry (attempts remain;
 // taken in the same log entry as the failure, so no reader ever sees a
 // failed task that later runs again) and both leave by revert when their run
 // is undone. A reverted task is final within its run; running it again is a
@@ -91,8 +100,8 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 	Name:    "task",
 	Initial: TaskPending,
 	States:  TaskStates,
-	Final:   []TaskState{TaskCancelled, TaskReverted},
-	Settled: []TaskState{TaskSucceeded, TaskFailed, TaskSkipped},
+	Final:   []TaskState{TaskReverted},
+	Settled: []TaskState{TaskSucceeded, TaskFailed, TaskSkipped, TaskCancelled},
 	Edges: []Edge[TaskState]{
 		{Name: EdgeDependenciesSatisfied, From: []TaskState{TaskPending}, To: TaskReady},
 		{Name: EdgeCancelPending, From: []TaskState{TaskPending}, To: TaskCancelled},
@@ -114,5 +123,6 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeSignal, From: []TaskState{TaskReady}, To: TaskSucceeded},
 		{Name: EdgeSkip, From: []TaskState{TaskPending}, To: TaskSkipped},
 		{Name: EdgeConditionFailed, From: []TaskState{TaskPending}, To: TaskFailed},
+		{Name: EdgeReset, From: []TaskState{TaskFailed, TaskCancelled, TaskSkipped}, To: TaskPending, Kind: Retry},
 	},
 })
