@@ -54,6 +54,7 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodRunResume:       rpc.Func(a.verb(rpc.MethodRunResume)),
 		rpc.MethodRunRevert:       rpc.Func(a.verb(rpc.MethodRunRevert)),
 		rpc.MethodRunReplay:       rpc.Func(a.runReplay),
+		rpc.MethodRunRetry:        rpc.Func(a.runRetry),
 		rpc.MethodRunStats:        rpc.Func(a.runStats),
 		rpc.MethodTaskGet:         rpc.Func(a.taskGet),
 		rpc.MethodTaskClaim:       rpc.Func(a.taskClaim),

@@ -24,6 +24,7 @@ const (
 	MethodRunResume      = "run.resume"
 	MethodRunRevert      = "run.revert"
 	MethodRunReplay      = "run.replay"
+	MethodRunRetry       = "run.retry"
 	MethodRunStats       = "run.stats"
 	MethodTaskGet        = "task.get"
 	MethodTaskClaim      = "task.claim"
@@ -200,6 +201,7 @@ var methodTable = func() []MethodSpec {
 		// Writes, long polls and leader memory.
 		{MethodRunSubmit, leader, adminOnly, unfenced},
 		{MethodRunReplay, leader, adminOnly, 0},
+		{MethodRunRetry, leader, adminOnly, 0},
 		{MethodRunCancel, leader, adminOnly, 0},
 		{MethodRunInterrupt, leader, adminOnly, 0},
 		{MethodRunResume, leader, adminOnly, 0},

@@ -89,6 +89,7 @@ var runCommand = &cli.Command{
 			},
 			Action: runReplayAction,
 		},
+		runRetryCommand,
 		{Name: "stats", Usage: "per-task attempts, queue wait and run time of a run", ArgsUsage: idArgs, Action: runStatsAction},
 	},
 }

@@ -289,6 +289,16 @@ func TestExamples(t *testing.T) {
 		task(t, cl, id+"/announce").State != domain.TaskSkipped {
 		t.Fatalf("decide: %s", r.State)
 	}
+	id = submit(t, cl, workflow(t, "retry.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed {
+		t.Fatalf("retry: %s before the retry", r.State)
+	}
+	if _, err := cl.RetryRun(t.Context(), rpc.RetryParams{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
+		t.Fatalf("retry: %s after the retry", r.State)
+	}
 	id = submit(t, cl, workflow(t, "saga.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted {
 		t.Fatalf("saga: %s", r.State)
