@@ -33,6 +33,8 @@ type runRules struct {
 	// Base is, by task key, the attempts the task had made before its
 	// last run.retry: its retry policy counts the attempts after it.
 	Base map[string]int `json:"base,omitempty"`
+	// Finally: the run's finally tasks (apply_finally.go).
+	Finally *finallyState `json:"finally,omitempty"`
 }
 
 type taskRule struct {
@@ -42,13 +44,22 @@ type taskRule struct {
 
 // rulesOf builds the rules record of spec (nil: it uses none).
 func rulesOf(spec domain.Spec) *runRules {
-	if !spec.UsesDecisions() {
+	if !spec.UsesV2() {
 		return nil
 	}
-	rr := &runRules{Tasks: map[string]taskRule{}}
+	rr := &runRules{}
 	for _, t := range spec.Tasks {
 		if t.When != "" || t.Trigger != "" {
+			if rr.Tasks == nil {
+				rr.Tasks = map[string]taskRule{}
+			}
 			rr.Tasks[t.Key] = taskRule{When: t.When, Trigger: t.Trigger}
+		}
+	}
+	if len(spec.Finally) > 0 {
+		rr.Finally = &finallyState{}
+		for _, t := range spec.Finally {
+			rr.Finally.Keys = append(rr.Finally.Keys, t.Key)
 		}
 	}
 	return rr
@@ -90,8 +101,8 @@ func (a *applier) decided(r *Run) bool {
 // checkSpecVersion refuses a spec that uses what the active version does
 // not have yet.
 func (a *applier) checkSpecVersion(spec domain.Spec) error {
-	if spec.UsesDecisions() && !a.atLeast(V2) {
-		return specNeedsVersion("trigger rules and when conditions", V2, a.version())
+	if spec.UsesV2() && !a.atLeast(V2) {
+		return specNeedsVersion("trigger rules, when conditions and finally tasks", V2, a.version())
 	}
 	return nil
 }
@@ -117,7 +128,7 @@ func (a *applier) validSpec(spec domain.Spec) error {
 // (V1); in a run with rules, once every dependency settled its trigger
 // rule and condition decide (decide). Skips cascade to the dependents.
 func (a *applier) advance(r *Run, t *Task) {
-	if t == nil || t.State != domain.TaskPending {
+	if t == nil || t.State != domain.TaskPending || a.held(r, t) {
 		return
 	}
 	rr := a.rulesFor(r.ID)
@@ -131,7 +142,7 @@ func (a *applier) advance(r *Run, t *Task) {
 	for len(work) > 0 {
 		t := work[0]
 		work = work[1:]
-		if t == nil || t.State != domain.TaskPending || !a.decide(r, rr, t) {
+		if t == nil || t.State != domain.TaskPending || a.held(r, t) || !a.decide(r, rr, t) {
 			continue
 		}
 		if t.State == domain.TaskSkipped || t.State == domain.TaskFailed {
@@ -146,10 +157,7 @@ func (a *applier) advance(r *Run, t *Task) {
 // (failed for good): in a run with rules its dependents are decided. A run
 // without rules fails instead (derive), as in V1.
 func (a *applier) settled(r *Run, t *Task) {
-	if r.State != domain.RunRunning && r.State != domain.RunInterrupted {
-		return
-	}
-	if !a.decided(r) {
+	if !a.executing(r) || !a.decided(r) {
 		return
 	}
 	for _, d := range t.Dependents {

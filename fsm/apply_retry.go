@@ -59,6 +59,7 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 		return fmt.Errorf("%w: run %s was partly reverted before it was cancelled; replay it (`flowd run replay`)", ErrInvalidArgument, r.ID)
 	}
 	decided := a.decided(r)
+	fin := a.finallyOf(r)
 	var reset []*Task
 	if c.Task != "" {
 		i := slices.IndexFunc(tasks, func(t *Task) bool { return t.Key == c.Task })
@@ -66,12 +67,15 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 			return fmt.Errorf("%w: task %s/%s", ErrNotFound, r.ID, c.Task)
 		}
 		t := tasks[i]
+		if fin != nil && slices.Contains(fin.Keys, t.Key) {
+			return fmt.Errorf("%w: %s is a finally task: it runs again after the body; retry a task of the body, or the run", ErrInvalidArgument, t.Key)
+		}
 		if t.State != domain.TaskFailed && t.State != domain.TaskCancelled {
 			return fmt.Errorf("%w: task %s is %s; only a failed or cancelled task is retried", ErrInvalidArgument, t.ID(), t.State)
 		}
 		var others []string
 		for _, o := range tasks {
-			if o != t && o.State == domain.TaskFailed {
+			if o != t && o.State == domain.TaskFailed && (fin == nil || !slices.Contains(fin.Keys, o.Key)) {
 				others = append(others, o.Key)
 			}
 		}
@@ -83,6 +87,10 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 	}
 	for _, t := range tasks {
 		switch {
+		case fin != nil && slices.Contains(fin.Keys, t.Key):
+			if t.State != domain.TaskPending && domain.TaskMachine.Can(t.State, domain.EdgeReset) {
+				reset = append(reset, t) // finally tasks run again after the retried body
+			}
 		case c.Task != "" && t.Key == c.Task:
 		case t.State == domain.TaskCancelled, t.State == domain.TaskSkipped && decided:
 			reset = append(reset, t)
@@ -109,6 +117,9 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 		t.Error, t.FinishedAt, t.RetryAt = "", 0, 0
 		a.stepTask(r, t, domain.EdgeReset, nil)
 		res.Tasks = append(res.Tasks, t.Key)
+	}
+	if rr.Finally != nil {
+		rr.Finally.Started, rr.Finally.Outcome = false, ""
 	}
 	a.rules[r.ID] = rr
 	a.put(rulesKey(r.ID), rr)

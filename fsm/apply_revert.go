@@ -18,6 +18,9 @@ func (a *applier) startRevert(r *Run) {
 	r.InterruptedFrom = ""
 	a.stepRun(r, domain.EdgeRevert)
 	for _, t := range a.runTasks(r.ID) {
+		if a.held(r, t) {
+			continue // a finally task runs after the revert
+		}
 		if a.cancelWaiting(r, t, "run reverted") {
 			continue
 		}

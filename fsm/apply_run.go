@@ -87,12 +87,17 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
 	dependents := map[string][]string{}
-	for _, ts := range spec.Tasks {
+	all := spec.Tasks
+	if len(spec.Finally) > 0 {
+		all = append(slices.Clip(spec.Tasks), spec.Finally...)
+		r.Counts[domain.TaskPending] = len(all)
+	}
+	for _, ts := range all {
 		for _, d := range ts.Deps {
 			dependents[d] = append(dependents[d], ts.Key)
 		}
 	}
-	for i, ts := range spec.Tasks {
+	for i, ts := range all {
 		t := &Task{
 			RunID: id, Key: ts.Key, Seq: i, Type: ts.Type, Queue: ts.Queue, Input: ts.Input,
 			Deps: ts.Deps, Dependents: dependents[ts.Key], Priority: ts.Priority, LeaseMS: ts.LeaseMS,
@@ -174,6 +179,9 @@ func (a *applier) promote(r *Run, t *Task) {
 
 // derive recomputes the run state from its task counts and takes the edge.
 func (a *applier) derive(r *Run) {
+	if f := a.finallyOf(r); f != nil && a.deriveFinally(r, f) {
+		return
+	}
 	next := a.deriveState(r)
 	if next == r.State {
 		return
@@ -237,8 +245,8 @@ func (a *applier) applyRunVerb(c *RunVerb) any {
 	case MsgResume:
 		return a.resumeRun(r)
 	case MsgRevert:
-		if !domain.RunMachine.Can(r.State, domain.EdgeRevert) {
-			return &ChangedResult{}
+		if f := a.finallyOf(r); !domain.RunMachine.Can(r.State, domain.EdgeRevert) || f != nil && f.Started {
+			return &ChangedResult{} // the body is over: its finally tasks run
 		}
 		if c.Reason != "" {
 			r.Reason = c.Reason

@@ -126,7 +126,7 @@ func (a *applier) deliverSignal(r *Run, t *Task, payload json.RawMessage, id, na
 	t.Result, t.Error, t.FinishedAt, t.SignalID = payload, "", a.now, id
 	a.stepTask(r, t, domain.EdgeSignal, func(e *Event) { e.Name = name })
 	a.getCounters().TasksDone++
-	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
+	if a.executing(r) {
 		for _, d := range t.Dependents {
 			a.advance(r, a.loadTask(r.ID, d))
 		}

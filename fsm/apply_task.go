@@ -205,11 +205,14 @@ func (a *applier) applyComplete(c *Complete) any {
 	a.breakerSuccess(t.Type)
 	a.getCounters().TasksDone++
 	if len(c.Spawn) > 0 {
+		if a.isFinally(r, t) {
+			return fmt.Errorf("%w: a finally task cannot spawn tasks", ErrInvalidArgument)
+		}
 		if err := a.spawn(r, t, c.Spawn); err != nil {
 			return err // the whole entry is dropped: the completion too
 		}
 	}
-	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
+	if a.executing(r) {
 		for _, d := range t.Dependents {
 			a.advance(r, a.loadTask(r.ID, d))
 		}
@@ -367,7 +370,7 @@ func (a *applier) applyReap(c *Reap) any {
 		}
 		a.getCounters().LeaseExpiries++
 		acked := t.acked()
-		if !acked && freeExpiry(r, t) {
+		if !acked && a.freeExpiry(r, t) {
 			a.getCounters().LeaseUnacked++
 			a.returnUnacked(r, t, worker)
 			continue
@@ -390,12 +393,11 @@ func (a *applier) applyReap(c *Reap) any {
 // freeExpiry reports whether an unacknowledged expiry of t's lease may go
 // uncounted: t has free expiries left and its run still wants the attempt
 // (a straggler of a failed run fails as before).
-func freeExpiry(r *Run, t *Task) bool {
+func (a *applier) freeExpiry(r *Run, t *Task) bool {
 	if t.State == domain.TaskReverting {
 		return t.Comp != nil && t.Comp.Unacked < domain.MaxUnackedExpiries
 	}
-	return t.State == domain.TaskRunning && t.Unacked < domain.MaxUnackedExpiries &&
-		(r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+	return t.State == domain.TaskRunning && t.Unacked < domain.MaxUnackedExpiries && a.executing(r)
 }
 
 // returnUnacked ends a lease its worker never acknowledged without spending
@@ -482,7 +484,7 @@ func (a *applier) applyTick(c *Tick) any {
 // canRetry reports whether t has attempts left and its run still wants it.
 // After a run.retry, the attempts before it do not count (apply_retry.go).
 func (a *applier) canRetry(r *Run, t *Task) bool {
-	return t.Attempt-a.attemptBase(r, t) < t.Retry.MaxAttempts && (r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+	return t.Attempt-a.attemptBase(r, t) < t.Retry.MaxAttempts && a.executing(r)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -34,7 +34,7 @@ func (a *applier) timedOut(t *Task) bool {
 	}
 	r := a.loadRun(t.RunID)
 	worker := t.LeaseOwner
-	if !t.acked() && freeExpiry(r, t) {
+	if !t.acked() && a.freeExpiry(r, t) {
 		c := a.getCounters()
 		c.LeaseExpiries++
 		c.LeaseUnacked++

@@ -183,14 +183,25 @@ type specMsg domain.Spec
 
 // MarshalMsg implements msgp.Marshaler.
 func (s *specMsg) MarshalMsg(o []byte) ([]byte, error) {
-	o = msgp.AppendArrayHeader(o, 4)
+	// finally (version 2) is written only when set: a spec without it
+	// keeps the 4-field tuple earlier binaries write.
+	if len(s.Finally) > 0 {
+		o = msgp.AppendArrayHeader(o, 5)
+	} else {
+		o = msgp.AppendArrayHeader(o, 4)
+	}
 	o = msgp.AppendString(o, s.Name)
 	o = msgp.AppendString(o, s.OnFailure)
 	o = msgp.AppendInt64(o, s.DeadlineMS)
 	if s.Tasks == nil { // "tasks" has no omitempty: nil and empty differ
-		return msgp.AppendNil(o), nil
+		o = msgp.AppendNil(o)
+	} else {
+		o = appendTaskSpecs(o, s.Tasks)
 	}
-	return appendTaskSpecs(o, s.Tasks), nil
+	if len(s.Finally) > 0 {
+		o = appendTaskSpecs(o, s.Finally)
+	}
+	return o, nil
 }
 
 // UnmarshalMsg implements msgp.Unmarshaler.
@@ -201,6 +212,11 @@ func (s *specMsg) UnmarshalMsg(b []byte) ([]byte, error) {
 	t.str(&s.OnFailure)
 	t.i64(&s.DeadlineMS)
 	t.array(func(n uint32) { s.Tasks = t.taskSpecs(n) })
+	t.array(func(n uint32) {
+		if n > 0 {
+			s.Finally = t.taskSpecs(n)
+		}
+	})
 	return t.done()
 }
 

@@ -13,6 +13,10 @@ type Spec struct {
 	// once it passes the run is cancelled (reverted with on_failure revert).
 	DeadlineMS int64      `json:"deadline_ms,omitempty"`
 	Tasks      []TaskSpec `json:"tasks"`
+	// Finally are the run's exit handlers: tasks that run once the body
+	// (Tasks) reached its outcome, whatever it is (finally.go). Since
+	// version 2.
+	Finally []TaskSpec `json:"finally,omitempty"`
 }
 
 // TaskSpec is one task of a workflow, or a child spawned by a completing
@@ -171,6 +175,12 @@ func (s Spec) NormalizeWith(maxAttempts int) Spec {
 	out.Tasks = make([]TaskSpec, len(s.Tasks))
 	for i, t := range s.Tasks {
 		out.Tasks[i] = t.NormalizeWith(maxAttempts)
+	}
+	if len(s.Finally) > 0 {
+		out.Finally = make([]TaskSpec, len(s.Finally))
+		for i, t := range s.Finally {
+			out.Finally[i] = t.NormalizeWith(maxAttempts)
+		}
 	}
 	return out
 }

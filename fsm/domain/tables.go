@@ -44,7 +44,8 @@ const (
 	// running, in the same run (retry.go; version 2).
 	EdgeRetry = "retry"
 	// EdgeReset (task): run.retry takes a failed, cancelled or skipped
-	// task back to pending, its attempt history kept (version 2).
+	// task back to pending, its attempt history kept, and a finally task
+	// whatever its outcome, to run again after the retried body (version 2).
 	EdgeReset = "reset"
 )
 
@@ -123,6 +124,6 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeSignal, From: []TaskState{TaskReady}, To: TaskSucceeded},
 		{Name: EdgeSkip, From: []TaskState{TaskPending}, To: TaskSkipped},
 		{Name: EdgeConditionFailed, From: []TaskState{TaskPending}, To: TaskFailed},
-		{Name: EdgeReset, From: []TaskState{TaskFailed, TaskCancelled, TaskSkipped}, To: TaskPending, Kind: Retry},
+		{Name: EdgeReset, From: []TaskState{TaskFailed, TaskCancelled, TaskSkipped, TaskSucceeded}, To: TaskPending, Kind: Retry},
 	},
 })

@@ -74,6 +74,9 @@ func (ps problems) err() error {
 
 var (
 	specFields = fields("name", "on_failure", "deadline_ms", "tasks")
+	// specFieldsV2 are the spec fields of state-machine version 2, read by
+	// the general path only (as taskFieldsV2).
+	specFieldsV2 = fields("finally")
 	taskFields = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
 		"timeout_ms", "schedule_to_start_ms", "signal", "schedule_to_start_policy")
 	// taskFieldsV2 are the task fields of state-machine version 2: the
@@ -102,7 +105,7 @@ func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 		ps.add(CodeBadJSON, "$", "a workflow spec must be a JSON object: %v", errOrNull(err))
 		return spec, ps.err()
 	}
-	ps.unknown("", top, specFields)
+	ps.unknown("", top, specFields, specFieldsV2)
 	decodeField(&ps, top, "name", "name", &spec.Name)
 	decodeField(&ps, top, "on_failure", "on_failure", &spec.OnFailure)
 	decodeField(&ps, top, "deadline_ms", "deadline_ms", &spec.DeadlineMS)
@@ -111,6 +114,11 @@ func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 	for i, rt := range tasks {
 		path := fmt.Sprintf("tasks[%d]", i)
 		spec.Tasks = append(spec.Tasks, parseTask(&ps, path, rt))
+	}
+	var finally []json.RawMessage
+	decodeField(&ps, top, "finally", "finally", &finally)
+	for i, rt := range finally {
+		spec.Finally = append(spec.Finally, parseTask(&ps, fmt.Sprintf("finally[%d]", i), rt))
 	}
 	if len(ps) > 0 {
 		// Report structural problems together with semantic ones.
@@ -226,6 +234,7 @@ func validateSpec(s Spec, lim Limits) problems {
 		ps.add(CodeBadTimeout, "deadline_ms", "deadline_ms %d must be between 1 and %d (0 means none)", s.DeadlineMS, MaxTimeoutMS)
 	}
 	ps = append(ps, validateTasks(s.Tasks, "tasks", nil, lim)...)
+	ps = append(ps, validateFinally(s, lim)...)
 	return ps
 }
 
