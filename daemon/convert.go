@@ -37,15 +37,19 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 		}
 	}
 	var rules map[string]domain.TaskSpec
-	if spec != nil && spec.UsesDecisions() {
+	finally := map[string]bool{}
+	if spec != nil && spec.UsesV2() {
 		rules = make(map[string]domain.TaskSpec, len(spec.Tasks))
 		for _, ts := range spec.Tasks {
 			rules[ts.Key] = ts
 		}
+		for _, ts := range spec.Finally {
+			finally[ts.Key] = true
+		}
 	}
 	for _, t := range tasks {
 		tv := toTask(t, false)
-		tv.When, tv.Trigger = rules[t.Key].When, rules[t.Key].Trigger
+		tv.When, tv.Trigger, tv.Finally = rules[t.Key].When, rules[t.Key].Trigger, finally[t.Key]
 		out.Tasks = append(out.Tasks, tv)
 	}
 	out.Spec = spec

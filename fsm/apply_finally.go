@@ -135,7 +135,9 @@ func (a *applier) startFinally(r *Run, f *finallyState, outcome domain.RunState)
 	tasks := a.runTasks(r.ID)
 	for _, t := range tasks {
 		if !slices.Contains(f.Keys, t.Key) {
-			if t.State == domain.TaskFailed {
+			// Failed, or failed and then reverted (a reverted task that had
+			// succeeded has no error).
+			if t.State == domain.TaskFailed || t.State == domain.TaskReverted && t.Error != "" {
 				in.Failed = append(in.Failed, t.Key)
 			}
 			if outcome == domain.RunFailed || outcome == domain.RunCancelled {

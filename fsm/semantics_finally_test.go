@@ -140,3 +140,15 @@ func TestFinallyValidation(t *testing.T) {
 		t.Fatalf("finally at V1: %v", err)
 	}
 }
+
+// After a revert, the outcome names the tasks that had failed before it.
+func TestFinallyOutcomeNamesFailedTasksAfterRevert(t *testing.T) {
+	h := newSemV2(t)
+	h.submit("r", `{"on_failure":"revert","tasks":[{"key":"a","type":"t"},{"key":"b","type":"t","deps":["a"]}],"finally":[{"key":"f","type":"fin"}]}`)
+	h.forward("w", "a")
+	h.fail(h.claim("w", 1, "t")[0], "boom", false)
+	c := h.claim("w", 1, "fin")[0]
+	if in := finallyInput(t, c); in.Outcome.State != domain.RunReverted || strings.Join(in.Outcome.Failed, ",") != "b" {
+		t.Fatalf("outcome %+v", in.Outcome)
+	}
+}

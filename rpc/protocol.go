@@ -177,6 +177,8 @@ type Task struct {
 	// Error saying why.
 	When    string `json:"when,omitempty"`
 	Trigger string `json:"trigger,omitempty"`
+	// Finally: one of the run's finally tasks (run.get only).
+	Finally bool `json:"finally,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.

@@ -23,7 +23,8 @@ type FinallyInput struct {
 // FinallyOutcome is how the body ended.
 type FinallyOutcome struct {
 	State RunState `json:"state"`
-	// Failed lists the body's failed tasks, in display order.
+	// Failed lists the body's failed tasks (after a revert: those that had
+	// failed before it), in display order.
 	Failed []string `json:"failed"`
 	// Error is the run's reason, if any (a failed run's first error is in
 	// its failed tasks).

@@ -77,7 +77,7 @@ var (
 	// specFieldsV2 are the spec fields of state-machine version 2, read by
 	// the general path only (as taskFieldsV2).
 	specFieldsV2 = fields("finally")
-	taskFields = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
+	taskFields   = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
 		"timeout_ms", "schedule_to_start_ms", "signal", "schedule_to_start_policy")
 	// taskFieldsV2 are the task fields of state-machine version 2: the
 	// general path reads them; the fast path (fastspec.go) does not know

@@ -289,6 +289,10 @@ func TestExamples(t *testing.T) {
 		task(t, cl, id+"/announce").State != domain.TaskSkipped {
 		t.Fatalf("decide: %s", r.State)
 	}
+	id = submit(t, cl, workflow(t, "finally.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted || task(t, cl, id+"/report").State != domain.TaskSucceeded {
+		t.Fatalf("finally: %s", r.State)
+	}
 	id = submit(t, cl, workflow(t, "retry.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed {
 		t.Fatalf("retry: %s before the retry", r.State)
