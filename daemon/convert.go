@@ -70,7 +70,9 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 	if t.State == domain.TaskRetrying {
 		out.NotBefore = ms(t.RetryAt)
 	}
-	if t.Type == domain.TypeWait {
+	// A sleep task (type sleep with a timer: no worker attempts) sleeps
+	// like a wait task waits.
+	if t.Type == domain.TypeWait || t.Type == domain.TypeSleep && len(t.Attempts) == 0 && t.FencingToken != 0 {
 		out.Waiting = t.State == domain.TaskReady
 		out.Signal = t.ListensFor()
 	}

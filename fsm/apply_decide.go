@@ -35,6 +35,8 @@ type runRules struct {
 	Base map[string]int `json:"base,omitempty"`
 	// Finally: the run's finally tasks (apply_finally.go).
 	Finally *finallyState `json:"finally,omitempty"`
+	// Sleeps are the run's sleep tasks' timers, by key (apply_sleep.go).
+	Sleeps map[string]sleepRule `json:"sleeps,omitempty"`
 }
 
 type taskRule struct {
@@ -54,6 +56,17 @@ func rulesOf(spec domain.Spec) *runRules {
 				rr.Tasks = map[string]taskRule{}
 			}
 			rr.Tasks[t.Key] = taskRule{When: t.When, Trigger: t.Trigger}
+		}
+	}
+	for _, ts := range [][]domain.TaskSpec{spec.Tasks, spec.Finally} {
+		for _, t := range ts {
+			if t.IsSleep() {
+				if rr.Sleeps == nil {
+					rr.Sleeps = map[string]sleepRule{}
+				}
+				until, _ := domain.SleepUntilMS(t.Until) // validated
+				rr.Sleeps[t.Key] = sleepRule{DurationMS: t.DurationMS, UntilMS: until}
+			}
 		}
 	}
 	if len(spec.Finally) > 0 {
@@ -102,7 +115,7 @@ func (a *applier) decided(r *Run) bool {
 // not have yet.
 func (a *applier) checkSpecVersion(spec domain.Spec) error {
 	if spec.UsesV2() && !a.atLeast(V2) {
-		return specNeedsVersion("trigger rules, when conditions and finally tasks", V2, a.version())
+		return specNeedsVersion("trigger rules, when conditions, finally tasks and sleep tasks", V2, a.version())
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func (a *applier) applyTaskSignal(c *TaskSignal) any {
 	if err != nil {
 		return err
 	}
-	if t.Type != domain.TypeWait {
+	if t.Type != domain.TypeWait && !a.isSleep(t) {
 		return fmt.Errorf("%w: task %s has type %q, not %q: only a wait task takes a signal (a worker completes the others)",
 			ErrInvalidArgument, c.TaskID, t.Type, domain.TypeWait)
 	}
@@ -104,7 +104,7 @@ func (a *applier) applyRunSignal(c *RunSignal) any {
 	}
 	res := &SignalResult{}
 	for _, t := range a.runTasks(r.ID) {
-		if t.Type != domain.TypeWait || t.ListensFor() != c.Name {
+		if t.Type != domain.TypeWait && !a.isSleep(t) || t.ListensFor() != c.Name {
 			continue
 		}
 		switch {

@@ -70,6 +70,10 @@ func (a *applier) armReady(t *Task) {
 	if t.State != domain.TaskReady {
 		return
 	}
+	if a.isSleep(t) {
+		a.armSleep(t)
+		return
+	}
 	if t.Type == domain.TypeWait {
 		t.Attempt++
 		if t.StartedAt == 0 {
@@ -98,6 +102,9 @@ func (a *applier) fireReady(r *Run, t *Task) int {
 	t.DueAt = 0
 	if t.State != domain.TaskReady || r == nil {
 		return 0
+	}
+	if a.isSleep(t) {
+		return a.wakeSleep(r, t)
 	}
 	var msg string
 	retryable := true

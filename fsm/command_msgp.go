@@ -239,13 +239,14 @@ func (t *tupleReader) taskSpecs(n uint32) []domain.TaskSpec {
 }
 
 func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
-	// The fields of state-machine version 2 (when, trigger) are written
-	// only when set: a spec without them keeps the 13-field tuple every
-	// earlier binary writes, byte for byte (replicas of two releases store
-	// equal spec records during a rolling upgrade).
-	v2 := s.When != "" || s.Trigger != ""
+	// The fields of state-machine version 2 (when, trigger, duration_ms,
+	// until) are written only when one is set: a spec without them keeps
+	// the 13-field tuple every earlier binary writes, byte for byte
+	// (replicas of two releases store equal spec records during a rolling
+	// upgrade).
+	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != ""
 	if v2 {
-		o = msgp.AppendArrayHeader(o, 15)
+		o = msgp.AppendArrayHeader(o, 17)
 	} else {
 		o = msgp.AppendArrayHeader(o, 13)
 	}
@@ -273,6 +274,8 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 	if v2 {
 		o = msgp.AppendString(o, s.When)
 		o = msgp.AppendString(o, s.Trigger)
+		o = msgp.AppendInt64(o, s.DurationMS)
+		o = msgp.AppendString(o, s.Until)
 	}
 	return o
 }
@@ -309,6 +312,8 @@ func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
 	t.str(&s.ScheduleToStartPolicy)
 	t.str(&s.When)
 	t.str(&s.Trigger)
+	t.i64(&s.DurationMS)
+	t.str(&s.Until)
 	return t.done()
 }
 

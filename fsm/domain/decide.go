@@ -114,6 +114,18 @@ func (s Spec) UsesDecisions() bool {
 	return false
 }
 
+// UsesSleep reports whether a spec has a sleep task (body or finally).
+func (s Spec) UsesSleep() bool {
+	for _, ts := range [][]TaskSpec{s.Tasks, s.Finally} {
+		for _, t := range ts {
+			if t.IsSleep() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // MaxWhenBytes bounds a when condition's source.
 const MaxWhenBytes = 4096
 

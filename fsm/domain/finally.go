@@ -32,8 +32,8 @@ type FinallyOutcome struct {
 }
 
 // UsesV2 reports whether a spec uses what state-machine version 2 brought:
-// trigger rules, conditions or finally tasks.
-func (s Spec) UsesV2() bool { return s.UsesDecisions() || len(s.Finally) > 0 }
+// trigger rules, conditions, finally tasks or sleep tasks.
+func (s Spec) UsesV2() bool { return s.UsesDecisions() || len(s.Finally) > 0 || s.UsesSleep() }
 
 func validateFinally(s Spec, lim Limits) problems {
 	if len(s.Finally) == 0 {

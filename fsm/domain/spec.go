@@ -51,6 +51,10 @@ type TaskSpec struct {
 	// Trigger is the task's trigger rule (Triggers; "" = all_succeeded).
 	// Since version 2.
 	Trigger string `json:"trigger,omitempty"`
+	// DurationMS and Until are a sleep task's timer (sleep.go): how long
+	// it sleeps once ready, or until when (RFC 3339). Since version 2.
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Until      string `json:"until,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a

@@ -124,6 +124,7 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeSignal, From: []TaskState{TaskReady}, To: TaskSucceeded},
 		{Name: EdgeSkip, From: []TaskState{TaskPending}, To: TaskSkipped},
 		{Name: EdgeConditionFailed, From: []TaskState{TaskPending}, To: TaskFailed},
+		{Name: EdgeWake, From: []TaskState{TaskReady}, To: TaskSucceeded},
 		{Name: EdgeReset, From: []TaskState{TaskFailed, TaskCancelled, TaskSkipped, TaskSucceeded}, To: TaskPending, Kind: Retry},
 	},
 })
