@@ -57,6 +57,7 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 		rpc.MethodRunRetry:        rpc.Func(a.runRetry),
 		rpc.MethodRunStats:        rpc.Func(a.runStats),
 		rpc.MethodTaskGet:         rpc.Func(a.taskGet),
+		rpc.MethodTaskList:        rpc.Func(a.taskList),
 		rpc.MethodTaskClaim:       rpc.Func(a.taskClaim),
 		rpc.MethodTaskHeartbeat:   rpc.Func(a.taskHeartbeat),
 		rpc.MethodTaskComplete:    rpc.Func(a.taskComplete),

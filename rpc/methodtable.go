@@ -27,6 +27,7 @@ const (
 	MethodRunRetry       = "run.retry"
 	MethodRunStats       = "run.stats"
 	MethodTaskGet        = "task.get"
+	MethodTaskList       = "task.list"
 	MethodTaskClaim      = "task.claim"
 	MethodTaskHeartbeat  = "task.heartbeat"
 	MethodTaskComplete   = "task.complete"
@@ -188,6 +189,7 @@ var methodTable = func() []MethodSpec {
 		{MethodRunList, read, RoleRead, consistent},
 		{MethodRunStats, read, RoleRead, 0},
 		{MethodTaskGet, read, RoleRead, 0},
+		{MethodTaskList, read, RoleRead, 0},
 		{MethodTaskLogs, read, RoleRead, 0},
 		{MethodEventsList, read, RoleRead, 0},
 		{MethodQueueList, read, RoleRead, 0},

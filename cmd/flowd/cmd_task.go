@@ -22,6 +22,7 @@ var taskCommand = &cli.Command{
 			ArgsUsage: "TASK_ID (<run id or any unique part of it>/<task key>)",
 			Action:    taskGetAction,
 		},
+		taskListCommand,
 	},
 }
 

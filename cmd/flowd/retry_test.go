@@ -43,6 +43,12 @@ func TestRunRetryCommand(t *testing.T) {
 	if w, err := c.WaitRun(ctx, id, 10_000); err != nil || w.Run.State != "failed" {
 		t.Fatalf("run before retry: %+v %v", w, err)
 	}
+	tc.sync(t)
+	// The dead-letter view lists the failed task.
+	if r := tc.must(t, 0, "task", "list", "--state", "failed", "--workflow", "retry"); !strings.Contains(r.out, id[len(id)-12:]+"/b") ||
+		!strings.Contains(r.out, "✗ failed") || !strings.Contains(r.out, "down") || strings.Contains(r.out, "/a ") {
+		t.Fatalf("task list:\n%s", r)
+	}
 	r := tc.must(t, 0, "run", "retry", id, "--task", "b")
 	if !strings.Contains(r.out, "retried: b again, now ● running") {
 		t.Fatalf("retry output:\n%s", r)
@@ -64,5 +70,9 @@ func TestRunRetryCommand(t *testing.T) {
 	tk, err = c.GetTask(ctx, id+"/b")
 	if err != nil || len(tk.Attempts) != 2 || tk.Attempts[0].Error != "down" {
 		t.Fatalf("b's history: %+v %v", tk, err)
+	}
+	tc.sync(t)
+	if r := tc.must(t, 0, "task", "list", "--state", "failed", "--workflow", "retry"); !strings.Contains(r.out, "no tasks") {
+		t.Fatalf("task list after the retry:\n%s", r)
 	}
 }
