@@ -37,6 +37,8 @@ type runRules struct {
 	Finally *finallyState `json:"finally,omitempty"`
 	// Sleeps are the run's sleep tasks' timers, by key (apply_sleep.go).
 	Sleeps map[string]sleepRule `json:"sleeps,omitempty"`
+	// Loops are the run's for_each tasks, by key (apply_loop.go).
+	Loops map[string]*loopState `json:"loops,omitempty"`
 }
 
 type taskRule struct {
@@ -67,6 +69,14 @@ func rulesOf(spec domain.Spec) *runRules {
 				until, _ := domain.SleepUntilMS(t.Until) // validated
 				rr.Sleeps[t.Key] = sleepRule{DurationMS: t.DurationMS, UntilMS: until}
 			}
+		}
+	}
+	for _, t := range spec.Tasks {
+		if t.ForEach != "" {
+			if rr.Loops == nil {
+				rr.Loops = map[string]*loopState{}
+			}
+			rr.Loops[t.Key] = &loopState{ForEach: t.ForEach, MaxParallel: t.MaxParallel}
 		}
 	}
 	if len(spec.Finally) > 0 {
@@ -115,7 +125,7 @@ func (a *applier) decided(r *Run) bool {
 // not have yet.
 func (a *applier) checkSpecVersion(spec domain.Spec) error {
 	if spec.UsesV2() && !a.atLeast(V2) {
-		return specNeedsVersion("trigger rules, when conditions, finally tasks and sleep tasks", V2, a.version())
+		return specNeedsVersion("trigger rules, when conditions, finally tasks, sleep tasks and for_each loops", V2, a.version())
 	}
 	return nil
 }
@@ -170,7 +180,11 @@ func (a *applier) advance(r *Run, t *Task) {
 // (failed for good): in a run with rules its dependents are decided. A run
 // without rules fails instead (derive), as in V1.
 func (a *applier) settled(r *Run, t *Task) {
-	if !a.executing(r) || !a.decided(r) {
+	if !a.executing(r) {
+		return
+	}
+	a.elementSettled(r, t)
+	if !a.decided(r) {
 		return
 	}
 	for _, d := range t.Dependents {

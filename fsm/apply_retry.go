@@ -98,6 +98,11 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 			reset = append(reset, t)
 		}
 	}
+	for _, t := range reset {
+		if l := a.loopOf(r, t); l != nil && l.Expanded {
+			return fmt.Errorf("%w: the for_each task %s failed and its loop cannot be run again in place; replay the run (`flowd run replay --reuse-succeeded`)", ErrInvalidArgument, t.Key)
+		}
+	}
 	if len(reset) == 0 {
 		return fmt.Errorf("%w: run %s has no failed, cancelled or skipped task to retry", ErrInvalidArgument, r.ID)
 	}

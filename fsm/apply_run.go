@@ -173,6 +173,10 @@ func (a *applier) depsSucceeded(t *Task) bool {
 
 // promote makes a pending task whose dependencies all succeeded ready.
 func (a *applier) promote(r *Run, t *Task) {
+	if l := a.loopOf(r, t); l != nil && !l.Expanded {
+		a.expandLoop(r, t, l)
+		return
+	}
 	a.stepTask(r, t, domain.EdgeDependenciesSatisfied, nil)
 	a.makeReady(r, t)
 }

@@ -213,6 +213,7 @@ func (a *applier) applyComplete(c *Complete) any {
 		}
 	}
 	if a.executing(r) {
+		a.elementSettled(r, t)
 		for _, d := range t.Dependents {
 			a.advance(r, a.loadTask(r.ID, d))
 		}

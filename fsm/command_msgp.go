@@ -244,9 +244,9 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 	// the 13-field tuple every earlier binary writes, byte for byte
 	// (replicas of two releases store equal spec records during a rolling
 	// upgrade).
-	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != ""
+	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != "" || s.ForEach != "" || s.MaxParallel != 0
 	if v2 {
-		o = msgp.AppendArrayHeader(o, 17)
+		o = msgp.AppendArrayHeader(o, 19)
 	} else {
 		o = msgp.AppendArrayHeader(o, 13)
 	}
@@ -276,6 +276,8 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 		o = msgp.AppendString(o, s.Trigger)
 		o = msgp.AppendInt64(o, s.DurationMS)
 		o = msgp.AppendString(o, s.Until)
+		o = msgp.AppendString(o, s.ForEach)
+		o = msgp.AppendInt(o, s.MaxParallel)
 	}
 	return o
 }
@@ -314,6 +316,8 @@ func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
 	t.str(&s.Trigger)
 	t.i64(&s.DurationMS)
 	t.str(&s.Until)
+	t.str(&s.ForEach)
+	t.int(&s.MaxParallel)
 	return t.done()
 }
 

@@ -33,7 +33,8 @@ func (a *applier) dispatchable(r *Run, t *Task) bool {
 	case t.State == domain.TaskReady:
 		// A signal completes a wait task; a finally task also runs after
 		// a revert (executing).
-		return (r.State == domain.RunRunning || r.State == domain.RunReverting && a.executing(r)) && t.Type != domain.TypeWait && !a.isSleep(t)
+		return (r.State == domain.RunRunning || r.State == domain.RunReverting && a.executing(r)) && t.Type != domain.TypeWait &&
+			!a.isSleep(t) && a.loopOf(r, t) == nil
 	case t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompReady:
 		return r.State == domain.RunReverting
 	}

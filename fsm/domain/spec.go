@@ -55,6 +55,11 @@ type TaskSpec struct {
 	// it sleeps once ready, or until when (RFC 3339). Since version 2.
 	DurationMS int64  `json:"duration_ms,omitempty"`
 	Until      string `json:"until,omitempty"`
+	// ForEach is a CEL expression giving a list: the task expands into one
+	// task per element when it would become ready; MaxParallel caps how
+	// many of them run at once (0: no cap). Since version 2 (loop.go).
+	ForEach     string `json:"for_each,omitempty"`
+	MaxParallel int    `json:"max_parallel,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a

@@ -47,6 +47,10 @@ const (
 	// task back to pending, its attempt history kept, and a finally task
 	// whatever its outcome, to run again after the retried body (version 2).
 	EdgeReset = "reset"
+	// EdgeGather and EdgeGatherFailed end a for_each task: every element
+	// task succeeded, or one failed for good (loop.go; version 2).
+	EdgeGather       = "gather"
+	EdgeGatherFailed = "gather_failed"
 )
 
 // RunMachine is the run state machine.
@@ -125,6 +129,8 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeSkip, From: []TaskState{TaskPending}, To: TaskSkipped},
 		{Name: EdgeConditionFailed, From: []TaskState{TaskPending}, To: TaskFailed},
 		{Name: EdgeWake, From: []TaskState{TaskReady}, To: TaskSucceeded},
+		{Name: EdgeGather, From: []TaskState{TaskReady}, To: TaskSucceeded},
+		{Name: EdgeGatherFailed, From: []TaskState{TaskReady}, To: TaskFailed},
 		{Name: EdgeReset, From: []TaskState{TaskFailed, TaskCancelled, TaskSkipped, TaskSucceeded}, To: TaskPending, Kind: Retry},
 	},
 })

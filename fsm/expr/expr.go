@@ -52,14 +52,27 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 
 var programs struct {
 	sync.Mutex
-	m map[string]cel.Program
+	m map[progKey]cel.Program
 }
 
-// compile parses and type-checks src; the error is the parser's or the
-// checker's message.
-func compile(src string) (cel.Program, error) {
+// The kinds of expression: a condition gives a bool, a loop a list.
+type kind uint8
+
+const (
+	condition kind = iota
+	list
+)
+
+type progKey struct {
+	src  string
+	kind kind
+}
+
+// compile parses and type-checks src as a k; the error is the parser's or
+// the checker's message.
+func compile(src string, k kind) (cel.Program, error) {
 	programs.Lock()
-	p, ok := programs.m[src]
+	p, ok := programs.m[progKey{src, k}]
 	programs.Unlock()
 	if ok {
 		return p, nil
@@ -69,14 +82,19 @@ func compile(src string) (cel.Program, error) {
 		return nil, err
 	}
 	if strings.TrimSpace(src) == "" {
-		return nil, errors.New("the condition is empty")
+		return nil, errors.New("the expression is empty")
 	}
 	ast, iss := e.Compile(src)
 	if iss != nil && iss.Err() != nil {
 		return nil, iss.Err()
 	}
-	if out := ast.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
+	out := ast.OutputType()
+	switch {
+	case out.IsExactType(cel.DynType):
+	case k == condition && !out.IsExactType(cel.BoolType):
 		return nil, fmt.Errorf("the condition is of type %s; it must be a bool", out)
+	case k == list && out.Kind() != types.ListKind:
+		return nil, fmt.Errorf("for_each is of type %s; it must be a list", out)
 	}
 	p, err = e.Program(ast, cel.CostLimit(CostLimit))
 	if err != nil {
@@ -84,16 +102,22 @@ func compile(src string) (cel.Program, error) {
 	}
 	programs.Lock()
 	if programs.m == nil || len(programs.m) >= maxPrograms {
-		programs.m = make(map[string]cel.Program)
+		programs.m = make(map[progKey]cel.Program)
 	}
-	programs.m[src] = p
+	programs.m[progKey{src, k}] = p
 	programs.Unlock()
 	return p, nil
 }
 
 // Check compiles and type-checks a condition.
 func Check(src string) error {
-	_, err := compile(src)
+	_, err := compile(src, condition)
+	return err
+}
+
+// CheckList compiles and type-checks a for_each expression.
+func CheckList(src string) error {
+	_, err := compile(src, list)
 	return err
 }
 
@@ -101,19 +125,110 @@ func Check(src string) error {
 // wrong type at run time, the cost limit, a result that is not a bool)
 // is the condition's failure.
 func Eval(src string, e Env) (bool, error) {
-	p, err := compile(src)
+	out, err := eval(src, condition, e)
 	if err != nil {
 		return false, err
 	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("the condition gave %s (%s), not a bool", out.Type().TypeName(), types.Format(out))
+	}
+	return bool(b), nil
+}
+
+// EvalList evaluates the for_each expression src in env: the elements of
+// the list it gives, each as JSON (objects with their keys sorted). At
+// most max elements: more is an error naming the limit.
+func EvalList(src string, e Env, max int) ([]json.RawMessage, error) {
+	out, err := eval(src, list, e)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := out.(traits.Lister)
+	if !ok {
+		return nil, fmt.Errorf("for_each gave %s (%s), not a list", out.Type().TypeName(), types.Format(out))
+	}
+	n, ok := l.Size().(types.Int)
+	if !ok {
+		return nil, errors.New("for_each gave a list of unknown size")
+	}
+	if int(n) > max {
+		return nil, fmt.Errorf("for_each gave %d elements; the run has room for %d more tasks (limit of tasks per run)", n, max)
+	}
+	elems := make([]json.RawMessage, 0, int(n))
+	for it := l.Iterator(); it.HasNext() == types.True; {
+		v, err := toJSON(it.Next())
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		elems = append(elems, b)
+	}
+	return elems, nil
+}
+
+// toJSON turns a CEL value into a Go value encoding/json writes
+// deterministically (maps are written with sorted keys).
+func toJSON(v ref.Val) (any, error) {
+	switch x := v.(type) {
+	case types.String:
+		return string(x), nil
+	case types.Int:
+		return int64(x), nil
+	case types.Uint:
+		return uint64(x), nil
+	case types.Double:
+		return float64(x), nil
+	case types.Bool:
+		return bool(x), nil
+	case types.Null:
+		return nil, nil
+	case traits.Mapper:
+		out := map[string]any{}
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("a map key of type %s cannot be JSON", k.Type().TypeName())
+			}
+			val, err := toJSON(x.Get(k))
+			if err != nil {
+				return nil, err
+			}
+			out[string(ks)] = val
+		}
+		return out, nil
+	case traits.Lister:
+		var out []any
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			val, err := toJSON(it.Next())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, val)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("a %s cannot be JSON", v.Type().TypeName())
+}
+
+func eval(src string, k kind, e Env) (ref.Val, error) {
+	p, err := compile(src, k)
+	if err != nil {
+		return nil, err
+	}
 	input, err := fromJSON(e.Input)
 	if err != nil {
-		return false, fmt.Errorf("run input: %w", err)
+		return nil, fmt.Errorf("run input: %w", err)
 	}
 	deps := make(map[ref.Val]ref.Val, len(e.Deps))
 	for k, d := range e.Deps {
 		res, err := fromJSON(d.Result)
 		if err != nil {
-			return false, fmt.Errorf("result of %s: %w", k, err)
+			return nil, fmt.Errorf("result of %s: %w", k, err)
 		}
 		deps[types.String(k)] = newMap(map[ref.Val]ref.Val{
 			types.String("state"):  types.String(string(d.State)),
@@ -125,14 +240,7 @@ func Eval(src string, e Env) (bool, error) {
 		labels[types.String(k)] = types.String(v)
 	}
 	out, _, err := p.Eval(map[string]any{"input": input, "labels": newMap(labels), "deps": newMap(deps)})
-	if err != nil {
-		return false, err
-	}
-	b, ok := out.(types.Bool)
-	if !ok {
-		return false, fmt.Errorf("the condition gave %s (%s), not a bool", out.Type().TypeName(), types.Format(out))
-	}
-	return bool(b), nil
+	return out, err
 }
 
 // CheckSpec compiles every condition of s, as problems located at their
@@ -140,12 +248,17 @@ func Eval(src string, e Env) (bool, error) {
 func CheckSpec(s domain.Spec) []domain.Problem {
 	var ps []domain.Problem
 	for i, t := range s.Tasks {
-		if t.When == "" {
-			continue
+		if t.When != "" {
+			if err := Check(t.When); err != nil {
+				ps = append(ps, domain.Problem{Code: domain.CodeBadCondition, Path: fmt.Sprintf("tasks[%d].when", i),
+					Message: "when does not compile: " + err.Error()})
+			}
 		}
-		if err := Check(t.When); err != nil {
-			ps = append(ps, domain.Problem{Code: domain.CodeBadCondition, Path: fmt.Sprintf("tasks[%d].when", i),
-				Message: "when does not compile: " + err.Error()})
+		if t.ForEach != "" {
+			if err := CheckList(t.ForEach); err != nil {
+				ps = append(ps, domain.Problem{Code: domain.CodeBadLoop, Path: fmt.Sprintf("tasks[%d].for_each", i),
+					Message: "for_each does not compile: " + err.Error()})
+			}
 		}
 	}
 	return ps
