@@ -289,6 +289,10 @@ func TestExamples(t *testing.T) {
 		task(t, cl, id+"/announce").State != domain.TaskSkipped {
 		t.Fatalf("decide: %s", r.State)
 	}
+	id = submit(t, cl, workflow(t, "foreach.yaml"))
+	if r := waitRun(t, cl, id, 60*time.Second); r.State != domain.RunSucceeded || result(id, "total")["count"] != 20.0 {
+		t.Fatalf("foreach: %s %v", r.State, result(id, "total"))
+	}
 	id = submit(t, cl, workflow(t, "sleep.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/cool-down").Attempts != nil {
 		t.Fatalf("sleep: %s", r.State)
