@@ -39,6 +39,12 @@ type runRules struct {
 	Sleeps map[string]sleepRule `json:"sleeps,omitempty"`
 	// Loops are the run's for_each tasks, by key (apply_loop.go).
 	Loops map[string]*loopState `json:"loops,omitempty"`
+	// RunTasks are the definitions of the run's child-run tasks, by key;
+	// Children the child runs they started (the latest per task); Parent
+	// the task whose child this run is (apply_child.go).
+	RunTasks map[string]string `json:"run_tasks,omitempty"`
+	Children map[string]string `json:"children,omitempty"`
+	Parent   *parentRef        `json:"parent,omitempty"`
 }
 
 type taskRule struct {
@@ -71,6 +77,16 @@ func rulesOf(spec domain.Spec) *runRules {
 			}
 		}
 	}
+	for _, ts := range [][]domain.TaskSpec{spec.Tasks, spec.Finally} {
+		for _, t := range ts {
+			if t.IsRunTask() {
+				if rr.RunTasks == nil {
+					rr.RunTasks = map[string]string{}
+				}
+				rr.RunTasks[t.Key] = t.Definition
+			}
+		}
+	}
 	for _, t := range spec.Tasks {
 		if t.ForEach != "" {
 			if rr.Loops == nil {
@@ -93,6 +109,14 @@ func (a *applier) putRules(id string, spec domain.Spec) {
 	rr := rulesOf(spec)
 	if a.rules == nil {
 		a.rules = map[string]*runRules{}
+	}
+	if prev := a.rules[id]; prev != nil && prev.Parent != nil {
+		// A child run: its link to its parent was set before it was
+		// created (startChild), so a child that ends at once is seen.
+		if rr == nil {
+			rr = &runRules{}
+		}
+		rr.Parent = prev.Parent
 	}
 	a.rules[id] = rr
 	if rr != nil {
@@ -125,7 +149,7 @@ func (a *applier) decided(r *Run) bool {
 // not have yet.
 func (a *applier) checkSpecVersion(spec domain.Spec) error {
 	if spec.UsesV2() && !a.atLeast(V2) {
-		return specNeedsVersion("trigger rules, when conditions, finally tasks, sleep tasks and for_each loops", V2, a.version())
+		return specNeedsVersion("trigger rules, when conditions, finally tasks, sleep tasks, for_each loops and child runs", V2, a.version())
 	}
 	return nil
 }

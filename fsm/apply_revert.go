@@ -34,6 +34,7 @@ func (a *applier) startRevert(r *Run) {
 			t.Comp = &Compensation{Phase: CompWaiting}
 		}
 	}
+	a.propagate(r, MsgCancelRun, "reverted") // nothing waits for its running child runs
 	// A run interrupted while reverting lost its ready compensations from
 	// the index; reverting it again (rather than resuming) must restore them.
 	a.reindex(r)

@@ -295,6 +295,7 @@ func (a *applier) cancelRun(r *Run, reason string) any {
 		}
 	}
 	a.stepRun(r, edge)
+	a.propagate(r, MsgCancelRun, reason)
 	a.admitPending()
 	return &ChangedResult{Changed: true}
 }
@@ -308,6 +309,7 @@ func (a *applier) interruptRun(r *Run) any {
 	for _, t := range a.runTasks(r.ID) {
 		a.unindexTask(t) // nothing new is dispatched; running tasks may finish
 	}
+	a.propagate(r, MsgInterrupt, "")
 	return &ChangedResult{Changed: true}
 }
 
@@ -328,6 +330,7 @@ func (a *applier) resumeRun(r *Run) any {
 		}
 		a.reindex(r)
 	}
+	a.propagate(r, MsgResume, "")
 	a.derive(r)
 	return &ChangedResult{Changed: true}
 }

@@ -74,6 +74,10 @@ func (a *applier) armReady(t *Task) {
 		a.armSleep(t)
 		return
 	}
+	if a.isRunTask(t) {
+		a.startChild(t)
+		return
+	}
 	if t.Type == domain.TypeWait {
 		t.Attempt++
 		if t.StartedAt == 0 {

@@ -244,9 +244,9 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 	// the 13-field tuple every earlier binary writes, byte for byte
 	// (replicas of two releases store equal spec records during a rolling
 	// upgrade).
-	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != "" || s.ForEach != "" || s.MaxParallel != 0
+	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != "" || s.ForEach != "" || s.MaxParallel != 0 || s.Definition != ""
 	if v2 {
-		o = msgp.AppendArrayHeader(o, 19)
+		o = msgp.AppendArrayHeader(o, 20)
 	} else {
 		o = msgp.AppendArrayHeader(o, 13)
 	}
@@ -278,6 +278,7 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 		o = msgp.AppendString(o, s.Until)
 		o = msgp.AppendString(o, s.ForEach)
 		o = msgp.AppendInt(o, s.MaxParallel)
+		o = msgp.AppendString(o, s.Definition)
 	}
 	return o
 }
@@ -318,6 +319,7 @@ func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
 	t.str(&s.Until)
 	t.str(&s.ForEach)
 	t.int(&s.MaxParallel)
+	t.str(&s.Definition)
 	return t.done()
 }
 

@@ -498,6 +498,9 @@ func (a *applier) stepRun(r *Run, edge string) {
 		}
 	}
 	a.emit(ev)
+	if to.Done() && r.ParentID != "" {
+		a.childRunDone(r) // a child run: its parent task ends (apply_child.go)
+	}
 }
 
 func activeRun(s domain.RunState) bool {

@@ -34,7 +34,7 @@ type FinallyOutcome struct {
 // UsesV2 reports whether a spec uses what state-machine version 2 brought:
 // trigger rules, conditions, finally tasks or sleep tasks.
 func (s Spec) UsesV2() bool {
-	return s.UsesDecisions() || len(s.Finally) > 0 || s.UsesSleep() || s.UsesLoops()
+	return s.UsesDecisions() || len(s.Finally) > 0 || s.UsesSleep() || s.UsesLoops() || s.UsesChildRuns()
 }
 
 func validateFinally(s Spec, lim Limits) problems {

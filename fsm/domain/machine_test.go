@@ -266,7 +266,7 @@ func TestValidateRealTableVariants(t *testing.T) {
 		t.Errorf("duplicate claim: %v", err)
 	}
 
-	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 24 { // 16 + timeout, signal, skip, condition_failed, wake, gather, gather_failed, reset
+	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 26 { // 16 + timeout, signal, skip, condition_failed, wake, gather(_failed), child_succeeded/failed, reset
 		t.Errorf("the global task table was modified")
 	}
 }

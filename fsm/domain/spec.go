@@ -60,6 +60,10 @@ type TaskSpec struct {
 	// many of them run at once (0: no cap). Since version 2 (loop.go).
 	ForEach     string `json:"for_each,omitempty"`
 	MaxParallel int    `json:"max_parallel,omitempty"`
+	// Definition makes a task of type run a child run of this stored
+	// definition ("name" or "name@version"), its input the task's input
+	// (child.go). Since version 2.
+	Definition string `json:"definition,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a

@@ -51,6 +51,10 @@ const (
 	// task succeeded, or one failed for good (loop.go; version 2).
 	EdgeGather       = "gather"
 	EdgeGatherFailed = "gather_failed"
+	// EdgeChildSucceeded and EdgeChildFailed end a task of type run: its
+	// child run succeeded, or ended otherwise (child.go; version 2).
+	EdgeChildSucceeded = "child_succeeded"
+	EdgeChildFailed    = "child_failed"
 )
 
 // RunMachine is the run state machine.
@@ -130,6 +134,8 @@ var TaskMachine = NewMachine(Machine[TaskState]{
 		{Name: EdgeConditionFailed, From: []TaskState{TaskPending}, To: TaskFailed},
 		{Name: EdgeWake, From: []TaskState{TaskReady}, To: TaskSucceeded},
 		{Name: EdgeGather, From: []TaskState{TaskReady}, To: TaskSucceeded},
+		{Name: EdgeChildSucceeded, From: []TaskState{TaskReady}, To: TaskSucceeded},
+		{Name: EdgeChildFailed, From: []TaskState{TaskReady}, To: TaskFailed},
 		{Name: EdgeGatherFailed, From: []TaskState{TaskReady}, To: TaskFailed},
 		{Name: EdgeReset, From: []TaskState{TaskFailed, TaskCancelled, TaskSkipped, TaskSucceeded}, To: TaskPending, Kind: Retry},
 	},

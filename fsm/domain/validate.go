@@ -82,7 +82,7 @@ var (
 	// taskFieldsV2 are the task fields of state-machine version 2: the
 	// general path reads them; the fast path (fastspec.go) does not know
 	// them, so a spec using them is always parsed field by field.
-	taskFieldsV2 = fields("when", "trigger", "duration_ms", "until", "for_each", "max_parallel")
+	taskFieldsV2 = fields("when", "trigger", "duration_ms", "until", "for_each", "max_parallel", "definition")
 	retryFields  = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
 
@@ -164,6 +164,7 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	decodeField(ps, m, "until", path+".until", &t.Until)
 	decodeField(ps, m, "for_each", path+".for_each", &t.ForEach)
 	decodeField(ps, m, "max_parallel", path+".max_parallel", &t.MaxParallel)
+	decodeField(ps, m, "definition", path+".definition", &t.Definition)
 	if in, ok := m["input"]; ok && !bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		t.Input = compact(in)
 	}
@@ -294,6 +295,7 @@ func validateTasks(tasks []TaskSpec, prefix string, existing map[string]bool, li
 		ps = append(ps, validateDecisions(t, path, prefix)...)
 		ps = append(ps, validateSleep(t, path)...)
 		ps = append(ps, validateLoop(t, path, prefix)...)
+		ps = append(ps, validateChild(t, path, prefix, lim)...)
 		if r := t.Retry; r != nil {
 			rp := path + ".retry"
 			if r.MaxAttempts < 0 || r.MaxAttempts > lim.MaxAttempts {
