@@ -132,6 +132,18 @@ func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
 			return rpc.Run{}, err
 		}
 		out := toRun(r, tasks, spec)
+		if cr, ok := a.state.(interface {
+			ChildRuns(id string) (map[string]string, error)
+		}); ok && spec != nil && spec.UsesChildRuns() {
+			kids, err := cr.ChildRuns(id)
+			if err != nil {
+				return rpc.Run{}, err
+			}
+			out.Children = kids
+			for i := range out.Tasks {
+				out.Tasks[i].ChildRun = kids[out.Tasks[i].Key]
+			}
+		}
 		out.WaitingForWorker, out.WaitingForWorkerNote = a.waitingForWorker(ctx, tasks)
 		return out, nil
 	})
