@@ -16,6 +16,7 @@ import (
 
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 )
 
 // repoRoot is the repository root: this package is internal/testing/e2e.
@@ -289,6 +290,13 @@ func TestExamples(t *testing.T) {
 		task(t, cl, id+"/announce").State != domain.TaskSkipped {
 		t.Fatalf("decide: %s", r.State)
 	}
+	if _, err := defrpc.Put(t.Context(), cl, defrpc.PutParams{Workflow: workflow(t, "etl.yaml")}); err != nil {
+		t.Fatal(err)
+	}
+	id = submit(t, cl, workflow(t, "child.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
+		t.Fatalf("child: %s", r.State)
+	}
 	id = submit(t, cl, workflow(t, "foreach.yaml"))
 	if r := waitRun(t, cl, id, 60*time.Second); r.State != domain.RunSucceeded || result(id, "total")["count"] != 20.0 {
 		t.Fatalf("foreach: %s %v", r.State, result(id, "total"))
@@ -296,10 +304,6 @@ func TestExamples(t *testing.T) {
 	id = submit(t, cl, workflow(t, "sleep.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/cool-down").Attempts != nil {
 		t.Fatalf("sleep: %s", r.State)
-	}
-	id = submit(t, cl, workflow(t, "finally.yaml"))
-	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted || task(t, cl, id+"/report").State != domain.TaskSucceeded {
-		t.Fatalf("finally: %s", r.State)
 	}
 	id = submit(t, cl, workflow(t, "retry.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed {
@@ -323,6 +327,10 @@ func TestExamples(t *testing.T) {
 	}
 	if strings.Join(reverts, "|") != "call refund charge-card revert|call release reserve-hotel revert" {
 		t.Fatalf("compensations out of reverse dependency order: %v", reverts)
+	}
+	id = submit(t, cl, workflow(t, "finally.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted || task(t, cl, id+"/report").State != domain.TaskSucceeded {
+		t.Fatalf("finally: %s", r.State)
 	}
 	id = submit(t, cl, workflow(t, "long.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/crunch").Attempt != 1 {
