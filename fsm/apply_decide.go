@@ -179,7 +179,7 @@ func (a *applier) advance(r *Run, t *Task) {
 		return
 	}
 	rr := a.rulesFor(r.ID)
-	if rr == nil || len(rr.Tasks) == 0 {
+	if rr == nil || len(rr.Tasks) == 0 && !a.isFinally(r, t) {
 		if a.depsSucceeded(t) {
 			a.promote(r, t)
 		}
@@ -194,7 +194,9 @@ func (a *applier) advance(r *Run, t *Task) {
 		}
 		if t.State == domain.TaskSkipped || t.State == domain.TaskFailed {
 			for _, d := range t.Dependents {
-				work = append(work, a.loadTask(r.ID, d))
+				if dt := a.loadTask(r.ID, d); dt != nil && (len(rr.Tasks) > 0 || a.isFinally(r, dt)) {
+					work = append(work, dt)
+				}
 			}
 		}
 	}
@@ -208,8 +210,8 @@ func (a *applier) settled(r *Run, t *Task) {
 		return
 	}
 	a.elementSettled(r, t)
-	if !a.decided(r) {
-		return
+	if !a.decided(r) && !a.isFinally(r, t) {
+		return // finally tasks are always decided: a failed one skips its dependents
 	}
 	for _, d := range t.Dependents {
 		a.advance(r, a.loadTask(r.ID, d))

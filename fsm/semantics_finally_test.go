@@ -152,3 +152,15 @@ func TestFinallyOutcomeNamesFailedTasksAfterRevert(t *testing.T) {
 		t.Fatalf("outcome %+v", in.Outcome)
 	}
 }
+
+// Finally tasks are decided like tasks with rules: a finally task whose
+// finally dependency failed is skipped, and the run still ends, with the
+// body's outcome.
+func TestFinallyChainAfterItsOwnFailure(t *testing.T) {
+	h := newSemV2(t)
+	h.submit("r", withFinally)
+	h.forward("w", "a", "b")
+	h.fail(h.claim("w", 1, "fin")[0], "cleanup broke", false)
+	h.wantTasks("r", map[string]domain.TaskState{"cleanup": domain.TaskFailed, "notify": domain.TaskSkipped})
+	h.wantRun("r", domain.RunSucceeded)
+}
