@@ -89,7 +89,7 @@ func (a *applier) startChild(t *Task) {
 	}
 	if child := a.loadRun(id); child != nil {
 		child.ParentID, child.Definition, child.DefinitionVersion = r.ID, d.Name, d.Version
-		a.emit(Event{Kind: "task", RunID: r.ID, TaskKey: t.Key, Transition: "child_started", From: string(t.State),
+		a.emit(Event{Kind: "task", RunID: r.ID, TaskKey: t.Key, Transition: "child_started", // not an edge: no From
 			To: string(t.State), Name: id, Attempt: t.Attempt, Queue: t.Queue, Type: t.Type})
 		if child.State.Done() { // it ended in its creating entry
 			a.childRunDone(child)

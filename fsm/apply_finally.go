@@ -145,8 +145,8 @@ func (a *applier) startFinally(r *Run, f *finallyState, outcome domain.RunState)
 			}
 		}
 	}
-	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "finally", From: string(r.State), To: string(r.State),
-		Error: "body " + string(outcome)})
+	// Not an edge (no From): the run stays where it is.
+	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "finally", To: string(r.State), Error: "body " + string(outcome)})
 	spec, err := loadSpec(a.tx, r.ID)
 	must(err)
 	own := map[string]json.RawMessage{} // the spec's inputs (a retried run's tasks hold the last outcome)

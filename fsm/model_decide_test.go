@@ -56,7 +56,7 @@ func (m *model) decide(r *mRun) {
 	for changed := true; changed; {
 		changed = false
 		for _, t := range r.tasks {
-			if t.state != domain.TaskPending {
+			if t.state != domain.TaskPending || t.finally && !r.finStarted || !r.decided && !t.finally {
 				continue
 			}
 			var out domain.DepOutcomes

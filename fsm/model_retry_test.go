@@ -25,6 +25,10 @@ func (m *model) retryRun(rt *rapid.T) {
 		switch {
 		case t.state == domain.TaskReverted || t.comp != "":
 			ok = false
+		case t.finally:
+			if t.state != domain.TaskPending && t.state != domain.TaskReady && t.state != domain.TaskRunning && t.state != domain.TaskRetrying {
+				reset = append(reset, t) // finally tasks run again after the retried body
+			}
 		case t.state == domain.TaskFailed, t.state == domain.TaskCancelled, t.state == domain.TaskSkipped && r.decided:
 			reset = append(reset, t)
 		}
@@ -54,6 +58,7 @@ func (m *model) retryRun(rt *rapid.T) {
 		rt.Fatalf("retry of %s reset %v, model says %v", r.id, got.Tasks, keys)
 	}
 	r.state = domain.RunRunning
+	r.finStarted, r.finOutcome = false, ""
 	m.promote(r)
 	m.derive(r)
 }

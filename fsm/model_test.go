@@ -57,6 +57,7 @@ type mTask struct {
 	attempts             []mAttempt
 	when, trigger        string // the task's condition and trigger rule (model_decide_test.go)
 	base                 int    // attempts before the last run.retry (model_retry_test.go)
+	finally              bool   // a finally task (model_finally_test.go)
 	mTimes                      // timeouts and waits (model_time_test.go)
 }
 
@@ -69,6 +70,7 @@ type mRun struct {
 	revert bool // on_failure revert
 	// decided: the spec uses trigger rules or conditions (V2).
 	decided bool
+	mFinally // finally tasks (model_finally_test.go)
 	state   domain.RunState
 	from    domain.RunState // state an interrupted run resumes into
 	tasks   []*mTask
@@ -113,7 +115,7 @@ func (m *model) dispatchType(t *mTask) string {
 }
 
 func (m *model) dispatchable(t *mTask) bool {
-	return (t.state == domain.TaskReady && t.run.state == domain.RunRunning && !t.wait) ||
+	return (t.state == domain.TaskReady && (t.run.state == domain.RunRunning || t.run.state == domain.RunReverting && t.run.finStarted) && !t.wait) ||
 		(t.state == domain.TaskReverting && t.comp == CompReady && t.run.state == domain.RunReverting)
 }
 
@@ -139,12 +141,14 @@ func (m *model) endLease(t *mTask, outcome string) {
 // promote makes every pending task whose dependencies all succeeded ready:
 // in a running or interrupted run no such task stays pending.
 func (m *model) promote(r *mRun) {
-	if r.decided {
-		m.decide(r)
-		return
+	if r.decided || r.hasFinally() {
+		m.decide(r) // skips held finally tasks; finally tasks are always decided
+		if r.decided {
+			return
+		}
 	}
 	for _, t := range r.tasks {
-		ok := t.state == domain.TaskPending
+		ok := t.state == domain.TaskPending && !t.finally
 		for _, d := range t.deps {
 			ok = ok && r.byKey[d].state == domain.TaskSucceeded
 		}
@@ -170,6 +174,9 @@ func (m *model) derive(r *mRun) {
 	count := map[domain.TaskState]int{}
 	for _, t := range r.tasks {
 		count[t.state]++
+	}
+	if r.hasFinally() && m.deriveFinally(r) {
+		return
 	}
 	switch r.state {
 	case domain.RunRunning:
@@ -202,6 +209,9 @@ func (m *model) derive(r *mRun) {
 func (m *model) startRevert(r *mRun) {
 	r.state, r.from = domain.RunReverting, ""
 	for _, t := range r.tasks {
+		if t.finally {
+			continue // held: it runs after the revert
+		}
 		if m.cancelWaiting(t) {
 			continue
 		}
@@ -261,7 +271,7 @@ func (m *model) failAttempt(t *mTask, retryable bool) {
 		t.state = domain.TaskFailed
 		if retryable && m.canRetry(t) {
 			t.state, t.retryAt = domain.TaskRetrying, m.now()+domain.Backoff(t.retry, t.id(), t.attempt)
-		} else if r.decided && (r.state == domain.RunRunning || r.state == domain.RunInterrupted) {
+		} else if (r.decided || t.finally) && m.executing(r) {
 			m.promote(r) // its dependents are decided
 		}
 	}
@@ -269,7 +279,7 @@ func (m *model) failAttempt(t *mTask, retryable bool) {
 }
 
 func (m *model) canRetry(t *mTask) bool {
-	return t.attempt-t.base < t.retry.MaxAttempts && (t.run.state == domain.RunRunning || t.run.state == domain.RunInterrupted)
+	return t.attempt-t.base < t.retry.MaxAttempts && m.executing(t.run)
 }
 
 // ---- actions ----
@@ -307,6 +317,7 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 		drawDecision(rt, &ts)
 		spec.Tasks = append(spec.Tasks, ts)
 	}
+	drawFinally(rt, &spec)
 	return spec
 }
 
@@ -314,8 +325,9 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 func (m *model) addRun(id string, spec domain.Spec) *mRun {
 	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{},
 		decided: spec.UsesDecisions()}
-	for _, ts := range spec.Normalize().Tasks {
-		t := &mTask{run: r, key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps, when: ts.When, trigger: ts.Trigger,
+	norm := spec.Normalize()
+	for i, ts := range append(norm.Tasks, norm.Finally...) {
+		t := &mTask{run: r, finally: i >= len(norm.Tasks), key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps, when: ts.When, trigger: ts.Trigger,
 			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
 			mTimes: mTimes{timeoutMS: ts.TimeoutMS, wait: ts.IsWait()}}
 		r.tasks = append(r.tasks, t)
@@ -440,7 +452,7 @@ func (m *model) complete(rt *rapid.T) {
 		m.advanceRevert(t.run)
 	} else {
 		t.state, t.result = domain.TaskSucceeded, result
-		if s := t.run.state; s == domain.RunRunning || s == domain.RunInterrupted {
+		if m.executing(t.run) {
 			m.promote(t.run)
 		}
 	}
@@ -547,8 +559,7 @@ func (m *model) reap(rt *rapid.T) {
 				t.comp = CompReady
 				continue
 			}
-			if r := t.run.state; t.state == domain.TaskRunning && t.unacked < domain.MaxUnackedExpiries &&
-				(r == domain.RunRunning || r == domain.RunInterrupted) {
+			if t.state == domain.TaskRunning && t.unacked < domain.MaxUnackedExpiries && m.executing(t.run) {
 				m.endLease(t, OutcomeLeaseUnacked)
 				t.unacked++
 				t.attempt--
@@ -623,7 +634,7 @@ func (m *model) verb(rt *rapid.T) {
 			m.promote(r)
 		}
 		m.derive(r)
-	case msg == MsgRevert && (s == domain.RunRunning || s == domain.RunInterrupted || s == domain.RunFailed):
+	case msg == MsgRevert && (s == domain.RunRunning || s == domain.RunInterrupted || s == domain.RunFailed) && !r.finStarted:
 		m.startRevert(r)
 	default:
 		want = false
