@@ -69,12 +69,12 @@ type mRun struct {
 	defV   int
 	revert bool // on_failure revert
 	// decided: the spec uses trigger rules or conditions (V2).
-	decided bool
+	decided  bool
 	mFinally // finally tasks (model_finally_test.go)
-	state   domain.RunState
-	from    domain.RunState // state an interrupted run resumes into
-	tasks   []*mTask
-	byKey   map[string]*mTask
+	state    domain.RunState
+	from     domain.RunState // state an interrupted run resumes into
+	tasks    []*mTask
+	byKey    map[string]*mTask
 }
 
 type model struct {
