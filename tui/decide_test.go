@@ -55,3 +55,34 @@ func testDecideGraph(t *testing.T, w, h int) {
 
 func TestGraphSkipped80x24(t *testing.T)  { testDecideGraph(t, 80, 24) }
 func TestGraphSkipped160x45(t *testing.T) { testDecideGraph(t, 160, 45) }
+
+// A child run (started by a task of type run) shows its parent in its
+// header: the link from child to parent.
+var childRunID = runID(15)
+
+func addChildRun(f *fakeClient) {
+	addDecideRun(f)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := rpc.Run{ID: childRunID, Workflow: "etl", State: domain.RunSucceeded, CreatedAt: t0.Add(9 * time.Minute),
+		StartedAt: t0.Add(9*time.Minute + time.Second), FinishedAt: t0.Add(9*time.Minute + 3*time.Second),
+		TaskCount: 2, Done: 2, ParentID: decideRunID, Labels: map[string]string{"flowd.parent_run": decideRunID, "flowd.parent_task": "deploy"}}
+	f.runs = append([]rpc.Run{r}, f.runs...)
+	for _, k := range []string{"extract", "load"} {
+		f.tasks[r.ID] = append(f.tasks[r.ID], rpc.Task{ID: r.ID + "/" + k, RunID: r.ID, Key: k, Type: "echo",
+			Queue: "default", State: domain.TaskSucceeded, MaxAttempts: 1})
+	}
+}
+
+func testChildRunHeader(t *testing.T, w, h int) {
+	tm, _ := startSized(t, w, h, addChildRun)
+	openGraph(t, tm, childRunID, "[✓ extract]")
+	v := requireGolden(t, tm)
+	requireFits(t, v, w, h)
+	if !strings.Contains(v, "parent "+shortID(decideRunID)) && !strings.Contains(v, "parent "+decideRunID) {
+		t.Error("the child run does not name its parent")
+	}
+}
+
+func TestChildRunHeader80x24(t *testing.T)  { testChildRunHeader(t, 80, 24) }
+func TestChildRunHeader160x45(t *testing.T) { testChildRunHeader(t, 160, 45) }
