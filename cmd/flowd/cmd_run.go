@@ -305,6 +305,14 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	if r.ParentID != "" {
 		row(tw, "Parent:", r.ParentID+"  (short "+shortID(r.ParentID)+")")
 	}
+	if len(r.Children) > 0 {
+		var cs []string
+		for k, id := range r.Children {
+			cs = append(cs, k+"="+shortID(id))
+		}
+		sort.Strings(cs)
+		row(tw, "Children:", strings.Join(cs, " ")+"  (child runs by task)")
+	}
 	if len(r.Labels) > 0 {
 		var ls []string
 		for k, v := range r.Labels {
@@ -343,6 +351,12 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 		}
 		if t.Reused {
 			out = strings.TrimSpace("(reused) " + out)
+		}
+		if t.ChildRun != "" && out == "" {
+			out = "child run " + shortID(t.ChildRun)
+		}
+		if t.Finally {
+			out = strings.TrimSpace("(finally) " + out)
 		}
 		out = timeNote(t, out)
 		deps := "-"
