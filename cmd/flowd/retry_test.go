@@ -75,4 +75,25 @@ func TestRunRetryCommand(t *testing.T) {
 	if r := tc.must(t, 0, "task", "list", "--state", "failed", "--workflow", "retry"); !strings.Contains(r.out, "no tasks") {
 		t.Fatalf("task list after the retry:\n%s", r)
 	}
+
+	// Bulk: every failed run of a workflow.
+	ids := []string{tc.submitID(t, wf), tc.submitID(t, wf)}
+	for range ids {
+		b := claim()
+		if _, err := c.Fail(ctx, rpc.FailParams{TaskID: b.TaskID, FencingToken: b.FencingToken, Error: "down", Retryable: &no}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if w, err := c.WaitRun(ctx, id, 10_000); err != nil || w.Run.State != "failed" {
+			t.Fatalf("run before the bulk retry: %+v %v", w, err)
+		}
+	}
+	tc.sync(t)
+	if r := tc.must(t, 0, "run", "retry", "--all-failed", "--workflow", "retry"); !strings.Contains(r.out, "2 failed run(s) of retry retried") {
+		t.Fatalf("bulk retry:\n%s", r)
+	}
+	if r := tc.flowd(t, "run", "retry", "--all-failed"); r.code != 2 {
+		t.Fatalf("--all-failed without --workflow:\n%s", r)
+	}
 }
