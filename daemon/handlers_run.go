@@ -80,6 +80,9 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 		}
 		spec, err := a.specs.parse(p.Workflow, a.state.Limits())
 		err = expr.Validate(spec, err) // the when conditions compile
+		if err == nil {
+			err = fsm.SpecNeedsVersion(spec, a.state.ActiveVersion()) // refused before it is proposed
+		}
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}

@@ -76,6 +76,9 @@ func (a *Agent) scheduleCreate(ctx context.Context, p schedrpc.CreateParams) (sc
 	return onLeader(ctx, a.proxy, rpc.MethodScheduleCreate, p, func(ctx context.Context) (schedrpc.CreateResult, error) {
 		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
 		err = cond.Validate(spec, err) // the when conditions compile
+		if err == nil {
+			err = fsm.SpecNeedsVersion(spec, a.state.ActiveVersion()) // refused before it is proposed
+		}
 		if err != nil {
 			return schedrpc.CreateResult{}, err
 		}

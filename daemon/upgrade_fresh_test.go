@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -39,5 +42,20 @@ func TestFreshClusterStartsAtTheNewestVersion(t *testing.T) {
 	var fp freshPoller
 	if _, ok := fp.next(agents[0]); ok {
 		t.Fatal("the fresh check still runs on a cluster at its newest version with a run")
+	}
+}
+
+// The agent refuses a spec with version-2 fields while the cluster runs
+// version 1, naming the version and the finalize command, before anything
+// is proposed.
+func TestSpecWithV2FieldsRefusedBelowV2(t *testing.T) {
+	spec := domain.Spec{Tasks: []domain.TaskSpec{{Key: "a", Type: "t", When: "true"}}}
+	err := fsm.SpecNeedsVersion(spec, fsm.V1)
+	if !errors.Is(err, fsm.ErrNeedsVersion) || !strings.Contains(err.Error(), "flowd operator upgrade finalize") {
+		t.Fatalf("got %v", err)
+	}
+	var e *rpc.Error
+	if !errors.As(rpc.ToError(err), &e) || e.Code != rpc.CodeInvalidParams {
+		t.Fatalf("wire error %v", rpc.ToError(err))
 	}
 }

@@ -145,29 +145,34 @@ func (a *applier) decided(r *Run) bool {
 	return rr != nil && len(rr.Tasks) > 0
 }
 
-// checkSpecVersion refuses a spec that uses what the active version does
-// not have yet.
-func (a *applier) checkSpecVersion(spec domain.Spec) error {
-	if spec.UsesV2() && !a.atLeast(V2) {
-		return specNeedsVersion("trigger rules, when conditions, finally tasks, sleep tasks, for_each loops and child runs", V2, a.version())
+// SpecNeedsVersion returns the error for a spec that uses fields the
+// active version does not have yet (nil: it may be proposed). The agent
+// refuses such a spec before proposing it (the fields are V2's).
+func SpecNeedsVersion(spec domain.Spec, active Version) error {
+	if spec.UsesV2() && active < V2 {
+		return fmt.Errorf("%w: %w: trigger rules, when conditions, finally tasks, sleep timers, for_each loops and child runs came with state-machine version %d and the cluster runs %d; finalize the upgrade (`flowd operator upgrade finalize`) once every agent runs the new release",
+			ErrInvalidArgument, ErrNeedsVersion, V2, active)
 	}
 	return nil
 }
 
-// specNeedsVersion is the error of a spec field newer than the active
-// version.
-func specNeedsVersion(what string, v, active Version) error {
-	return fmt.Errorf("%w: %w: %s came with state-machine version %d and the cluster runs %d; finalize the upgrade (`flowd operator upgrade finalize`) once every agent runs the new release",
-		ErrInvalidArgument, ErrNeedsVersion, what, v, active)
+// versioned is spec as the active version reads it. Below V2 the V2
+// fields are dropped: a binary of the release before them decodes a
+// spec's tuple (or JSON) without them, and every replica must apply the
+// entry alike, so this one does too. The agent refuses such a spec
+// before it is proposed (SpecNeedsVersion); this only keeps the replicas
+// equal should one be proposed anyway.
+func (a *applier) versioned(spec domain.Spec) domain.Spec {
+	if spec.UsesV2() && !a.atLeast(V2) {
+		return spec.StripV2()
+	}
+	return spec
 }
 
-// validSpec is a spec's validation inside Apply: the domain's rules, its
-// conditions compiled, and the active version's fields.
+// validSpec is a spec's validation inside Apply: the domain's rules and
+// its expressions compiled (versioned first).
 func (a *applier) validSpec(spec domain.Spec) error {
-	if err := expr.Validate(spec, domain.ValidateSpec(spec, a.limits)); err != nil {
-		return err
-	}
-	return a.checkSpecVersion(spec)
+	return expr.Validate(spec, domain.ValidateSpec(spec, a.limits))
 }
 
 // advance decides a pending task whose dependencies may allow it to run:

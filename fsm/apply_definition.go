@@ -119,6 +119,7 @@ func (a *applier) applyDefinitionPut(c *DefinitionPut) any {
 	if len(c.Note) > 1024 {
 		return fmt.Errorf("%w: note is over 1024 bytes", ErrInvalidArgument)
 	}
+	c.Spec = a.versioned(c.Spec)
 	if err := a.validSpec(c.Spec); err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ func (a *applier) applySubmit(c *Submit) any {
 		// A retry of the creating call (same nonce) learns it created the run.
 		return &SubmitResult{ID: r.ID, State: r.State, Created: c.Nonce != "" && c.Nonce == r.Nonce}
 	}
+	c.Spec = a.versioned(c.Spec)
 	if err := a.validSpec(c.Spec); err != nil {
 		return err
 	}

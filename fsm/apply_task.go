@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -230,6 +231,12 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 	if have+len(children) > a.limits.MaxRunTasks {
 		return fmt.Errorf("%w: spawning %d tasks would give the run %d tasks (limit %d)",
 			ErrTooLarge, len(children), have+len(children), a.limits.MaxRunTasks)
+	}
+	if !a.atLeast(V2) { // as a release before V2 decodes them (apply_decide.go, versioned)
+		children = slices.Clone(children)
+		for i := range children {
+			children[i] = children[i].StripV2()
+		}
 	}
 	existing := map[string]bool{}
 	for _, t := range a.runTasks(r.ID) {

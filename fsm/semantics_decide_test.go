@@ -178,23 +178,34 @@ func TestDecidedRunRevertsAfterEverythingSettled(t *testing.T) {
 	h.wantTasks("r", map[string]domain.TaskState{"b": domain.TaskSkipped, "a": domain.TaskReverted, "c": domain.TaskReverted})
 }
 
-// Below V2 a spec with a rule or a condition is refused, naming the
-// version and the finalize command; a plain run at V2 behaves as in V1 (a
-// failure ends it at once).
-func TestDecisionsNeedV2(t *testing.T) {
-	h := newSem(t)
-	s, err := domain.ParseSpec([]byte(`{"tasks":[{"key":"a","type":"t","when":"true"}]}`), domain.DefaultLimits)
+// Below V2 the agent refuses a spec with the V2 fields (SpecNeedsVersion,
+// naming the version and the finalize command); should one be proposed
+// anyway, every replica applies it as the release before V2 reads it:
+// without them (the same state as the stripped spec). A plain run at V2
+// behaves as in V1 (a failure ends it at once).
+func TestV2FieldsBelowV2(t *testing.T) {
+	full := `{"name":"d","tasks":[{"key":"a","type":"t","when":"true","trigger":"all_done"},{"key":"s","type":"sleep","duration_ms":5},
+	 {"key":"l","type":"t","for_each":"[1]","max_parallel":1},{"key":"c","type":"run","definition":"x"}],"finally":[{"key":"f","type":"t"}]}`
+	s, err := domain.ParseSpec([]byte(full), domain.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []Command{&Submit{ID: "r", Spec: s},
-		&DefinitionPut{Name: "d", Spec: withName(s, "d")}} {
-		res, _ := h.apply(cmd).(error)
-		if !errors.Is(res, ErrNeedsVersion) || !strings.Contains(res.Error(), "flowd operator upgrade finalize") ||
-			!strings.Contains(res.Error(), "version 2") {
-			t.Fatalf("%s at V1: %v", cmd.Type(), res)
-		}
+	if err := SpecNeedsVersion(s, V1); !errors.Is(err, ErrNeedsVersion) || !strings.Contains(err.Error(), "flowd operator upgrade finalize") ||
+		!strings.Contains(err.Error(), "version 2 and the cluster runs 1") {
+		t.Fatalf("SpecNeedsVersion at V1: %v", err)
 	}
+	if SpecNeedsVersion(s, V2) != nil || SpecNeedsVersion(s.StripV2(), V1) != nil {
+		t.Fatal("refused at V2, or a spec without V2 fields refused")
+	}
+	a, b := newSem(t), newSem(t)
+	a.ok(&Submit{ID: "r", Spec: s})
+	a.ok(&DefinitionPut{Name: "d", Spec: s})
+	b.ok(&Submit{ID: "r", Spec: s.StripV2()})
+	b.ok(&DefinitionPut{Name: "d", Spec: s.StripV2()})
+	if a.digest() != b.digest() {
+		t.Fatal("a spec with V2 fields applied at V1 differs from the spec without them")
+	}
+	h := newSem(t)
 	h.ok(&SetVersion{Version: V2})
 	h.submit("plain", `{"tasks":[{"key":"a","type":"t"},{"key":"b","type":"u"},{"key":"c","type":"t","deps":["a"]}]}`)
 	h.claim("w", 1, "u")
@@ -203,7 +214,6 @@ func TestDecisionsNeedV2(t *testing.T) {
 	h.wantTasks("plain", map[string]domain.TaskState{"c": domain.TaskCancelled})
 }
 
-func withName(s domain.Spec, name string) domain.Spec { s.Name = name; return s }
 
 // A condition that does not compile is refused inside Apply too, with its
 // path and the checker's message.
@@ -269,5 +279,31 @@ func TestFreshUntilGivenWork(t *testing.T) {
 	h2.ok(&DefinitionPut{Name: "d", Spec: domain.Spec{Name: "d", Tasks: []domain.TaskSpec{{Key: "a", Type: "t"}}}})
 	if h2.f.Fresh() {
 		t.Fatal("a state with a definition is fresh")
+	}
+}
+
+// A spawn list with V2 fields: below V2 they are read as the release
+// before V2 reads them (dropped); from V2 on they are refused on a spawned
+// task.
+func TestSpawnWithV2Fields(t *testing.T) {
+	for _, v := range []Version{V1, V2} {
+		h := newSem(t)
+		h.ok(&SetVersion{Version: v})
+		h.submit("r", `{"tasks":[{"key":"a","type":"t"}]}`)
+		c := h.claimOne("w")
+		res := h.apply(&Complete{TaskID: c.TaskID, Token: c.FencingToken,
+			Spawn: []domain.TaskSpec{{Key: "k", Type: "t", When: "false"}, {Key: "n", Type: "sleep", DurationMS: 5}}})
+		switch err, _ := res.(error); {
+		case v == V1 && err != nil:
+			t.Fatalf("spawn at V1: %v", err)
+		case v == V2 && !errors.Is(err, domain.ErrInvalidSpec):
+			t.Fatalf("spawn at V2: %v", res)
+		}
+		if v == V1 {
+			h.wantTasks("r", map[string]domain.TaskState{"k": domain.TaskReady, "n": domain.TaskReady})
+			if cs := h.claim("w", 10, "sleep"); len(cs) != 1 {
+				t.Fatal("the spawned type sleep is not a worker's task at V1")
+			}
+		}
 	}
 }

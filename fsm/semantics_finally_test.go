@@ -131,14 +131,6 @@ func TestFinallyValidation(t *testing.T) {
 	if got := strings.Join(paths, " "); !strings.Contains(got, "finally[0].key") || !strings.Contains(got, "finally[1].deps[0]") || !strings.Contains(got, "finally[1].when") {
 		t.Fatalf("problems %v", se.Problems)
 	}
-	h := newSem(t)
-	s, err := domain.ParseSpec([]byte(withFinally), domain.DefaultLimits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err, _ := h.apply(&Submit{ID: "r", Spec: s}).(error); !errors.Is(err, ErrNeedsVersion) {
-		t.Fatalf("finally at V1: %v", err)
-	}
 }
 
 // After a revert, the outcome names the tasks that had failed before it.

@@ -95,9 +95,4 @@ func TestSleepTypeWithoutTimerIsAWorkerType(t *testing.T) {
 	if !errors.As(err, &se) || len(se.Problems) != 3 {
 		t.Fatalf("got %v", err)
 	}
-	v1 := newSem(t)
-	s, _ := domain.ParseSpec([]byte(`{"tasks":[{"key":"a","type":"sleep","duration_ms":5}]}`), domain.DefaultLimits)
-	if err, _ := v1.apply(&Submit{ID: "r", Spec: s}).(error); !errors.Is(err, ErrNeedsVersion) {
-		t.Fatalf("sleep at V1: %v", err)
-	}
 }

@@ -37,6 +37,27 @@ func (s Spec) UsesV2() bool {
 	return s.UsesDecisions() || len(s.Finally) > 0 || s.UsesSleep() || s.UsesLoops() || s.UsesChildRuns()
 }
 
+// StripV2 returns the spec without the fields of state-machine version 2
+// (what a release before them reads from the same bytes).
+func (s Spec) StripV2() Spec {
+	out := s
+	out.Finally = nil
+	if s.Tasks == nil {
+		return out
+	}
+	out.Tasks = make([]TaskSpec, len(s.Tasks))
+	for i, t := range s.Tasks {
+		out.Tasks[i] = t.StripV2()
+	}
+	return out
+}
+
+// StripV2 returns the task without the fields of state-machine version 2.
+func (t TaskSpec) StripV2() TaskSpec {
+	t.When, t.Trigger, t.DurationMS, t.Until, t.ForEach, t.MaxParallel, t.Definition = "", "", 0, "", "", 0, ""
+	return t
+}
+
 func validateFinally(s Spec, lim Limits) problems {
 	if len(s.Finally) == 0 {
 		return nil

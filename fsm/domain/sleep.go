@@ -38,8 +38,12 @@ func SleepUntilMS(until string) (int64, bool) {
 	return at.UnixMilli(), true
 }
 
-func validateSleep(t TaskSpec, path string) problems {
+func validateSleep(t TaskSpec, path, prefix string) problems {
 	var ps problems
+	if prefix == "spawn" && (t.DurationMS != 0 || t.Until != "") {
+		ps.add(CodeBadSleep, path, "a spawned task cannot be a timer; put the sleep task in the workflow")
+		return ps
+	}
 	if t.Type != TypeSleep {
 		if t.DurationMS != 0 {
 			ps.add(CodeBadSleep, path+".duration_ms", "only a task of type %q sleeps; set type to %q or drop duration_ms", TypeSleep, TypeSleep)

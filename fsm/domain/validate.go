@@ -293,7 +293,7 @@ func validateTasks(tasks []TaskSpec, prefix string, existing map[string]bool, li
 		}
 		ps = append(ps, validateTimeouts(t, path, lim)...)
 		ps = append(ps, validateDecisions(t, path, prefix)...)
-		ps = append(ps, validateSleep(t, path)...)
+		ps = append(ps, validateSleep(t, path, prefix)...)
 		ps = append(ps, validateLoop(t, path, prefix)...)
 		ps = append(ps, validateChild(t, path, prefix, lim)...)
 		if r := t.Retry; r != nil {
