@@ -86,3 +86,21 @@ func testChildRunHeader(t *testing.T, w, h int) {
 
 func TestChildRunHeader80x24(t *testing.T)  { testChildRunHeader(t, 80, 24) }
 func TestChildRunHeader160x45(t *testing.T) { testChildRunHeader(t, 160, 45) }
+
+// Enter on a task that started a child run opens the child run.
+func TestEnterOnRunTaskOpensChildRun(t *testing.T) {
+	tm, _ := startSized(t, 160, 45, func(f *fakeClient) {
+		addChildRun(f)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		ts := f.tasks[decideRunID]
+		for i := range ts {
+			if ts[i].Key == "build" {
+				ts[i].Type, ts[i].ChildRun = "run", childRunID
+			}
+		}
+	})
+	openGraph(t, tm, decideRunID, "›[✓ build]") // the first task is selected
+	keys(tm, "enter")
+	waitFor(t, tm, "Run "+childRunID, "parent "+shortID(decideRunID))
+}
