@@ -79,7 +79,7 @@ func (a *applier) startChild(t *Task) {
 	}
 	rr.Children[t.Key] = id
 	a.put(rulesKey(r.ID), rr)
-	a.rules[id] = &runRules{Parent: &parentRef{Run: r.ID, Task: t.Key, Depth: depth}}
+	a.setRules(id, &runRules{Parent: &parentRef{Run: r.ID, Task: t.Key, Depth: depth}})
 	labels := map[string]string{LabelParentRun: r.ID, LabelParentTask: t.Key}
 	res := a.applySubmit(&Submit{ID: id, Spec: d.Spec, Input: t.Input, Labels: labels})
 	if err, ok := res.(error); ok {

@@ -22,6 +22,38 @@ import (
 
 var pfxRules = []byte("rx/")
 
+// keyRulesRuns counts the runs that hold a rules record (u64; absent: 0).
+// While it is 0 — every cluster that has not used a version-2 feature, or
+// no longer holds such a run — no entry looks a run's rules record up:
+// the queue path of a V1 workload pays nothing for them.
+var keyRulesRuns = []byte("m/rules_runs")
+
+// anyRules reports whether some run holds a rules record (read once per
+// entry).
+func (a *applier) anyRules() bool {
+	if !a.rulesRunsOK {
+		v, ok, err := a.tx.Get(keyRulesRuns)
+		must(err)
+		a.rulesRuns = 0
+		if ok {
+			a.rulesRuns = getU64(v)
+		}
+		a.rulesRunsOK = true
+	}
+	return a.rulesRuns > 0
+}
+
+// countRulesRun adds d to the runs holding a rules record.
+func (a *applier) countRulesRun(d int) {
+	a.anyRules()
+	a.rulesRuns = uint64(int64(a.rulesRuns) + int64(d))
+	if a.rulesRuns == 0 {
+		a.del(keyRulesRuns)
+		return
+	}
+	must(a.tx.Set(keyRulesRuns, u64(a.rulesRuns)))
+}
+
 func rulesKey(id string) []byte { return cat(pfxRules, []byte(id)) }
 
 // runRules is the rules record. A run retried in place (apply_retry.go)
@@ -120,8 +152,17 @@ func (a *applier) putRules(id string, spec domain.Spec) {
 	}
 	a.rules[id] = rr
 	if rr != nil {
+		a.countRulesRun(1)
 		a.put(rulesKey(id), rr)
 	}
+}
+
+// setRules caches rr as run id's rules record for the entry.
+func (a *applier) setRules(id string, rr *runRules) {
+	if a.rules == nil {
+		a.rules = map[string]*runRules{}
+	}
+	a.rules[id] = rr
 }
 
 // rulesFor returns run id's rules, nil for a run that uses none. Cached
@@ -129,6 +170,9 @@ func (a *applier) putRules(id string, spec domain.Spec) {
 func (a *applier) rulesFor(id string) *runRules {
 	if rr, ok := a.rules[id]; ok {
 		return rr
+	}
+	if !a.anyRules() {
+		return nil
 	}
 	rr, err := getJSON[runRules](a.tx, rulesKey(id))
 	must(err)

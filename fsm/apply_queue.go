@@ -286,6 +286,7 @@ func (a *applier) deleteRun(r *Run) {
 	a.unindexLabels(r)
 	if a.rulesFor(r.ID) != nil {
 		a.del(rulesKey(r.ID))
+		a.countRulesRun(-1)
 	}
 	a.deleteRecord(&a.runs, runKey(r.ID))
 	a.del(specKey(r.ID))

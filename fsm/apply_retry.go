@@ -110,6 +110,7 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 	rr := a.rulesFor(r.ID)
 	if rr == nil {
 		rr = &runRules{}
+		a.countRulesRun(1)
 	}
 	res := &RetryResult{}
 	for _, t := range reset {
@@ -126,7 +127,7 @@ func (a *applier) applyRunRetry(c *RunRetry) any {
 	if rr.Finally != nil {
 		rr.Finally.Started, rr.Finally.Outcome = false, ""
 	}
-	a.rules[r.ID] = rr
+	a.setRules(r.ID, rr)
 	a.put(rulesKey(r.ID), rr)
 	r.Reason = ""
 	if r.DeadlineMS > 0 {

@@ -493,6 +493,9 @@ type applier struct {
 	// rules caches the entry's rules records (apply_decide.go) by run id,
 	// nil for a run without; discard drops it.
 	rules map[string]*runRules
+	// rulesRuns is keyRulesRuns as this entry sees it, once read.
+	rulesRuns   uint64
+	rulesRunsOK bool
 }
 
 // clock advances FSM time: now = max(last now, command stamp).

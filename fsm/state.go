@@ -170,6 +170,7 @@ func (a *applier) discard() {
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
 	a.queueNamesOK = false
 	a.rules = nil
+	a.rulesRunsOK = false
 }
 
 // legacySame reports whether a record loaded from a JSON encoding (written
