@@ -214,7 +214,6 @@ func TestV2FieldsBelowV2(t *testing.T) {
 	h.wantTasks("plain", map[string]domain.TaskState{"c": domain.TaskCancelled})
 }
 
-
 // A condition that does not compile is refused inside Apply too, with its
 // path and the checker's message.
 func TestBadConditionIsRefusedWithItsPath(t *testing.T) {
