@@ -232,8 +232,24 @@ func TestRulesRecordIsDeletedWithTheRun(t *testing.T) {
 	h.submitWith("r", `{"tasks":[{"key":"a","type":"t","when":"true"}]}`, "", nil)
 	h.forward("w", "a")
 	h.wantRun("r", domain.RunSucceeded)
+	count := func() (n uint64) {
+		_ = h.f.View(func(r Reader) error {
+			v, ok, err := r.Get(keyRulesRuns)
+			if ok {
+				n = getU64(v)
+			}
+			return err
+		})
+		return n
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("m/rules_runs = %d with one run holding rules", n)
+	}
 	h.now += DefaultRetentionMS + 1
 	h.ok(&GC{})
+	if n := count(); n != 0 {
+		t.Fatalf("m/rules_runs = %d after the run was forgotten", n)
+	}
 	err := h.f.View(func(r Reader) error {
 		_, ok, err := r.Get(rulesKey("r"))
 		if ok {
