@@ -13,6 +13,16 @@ import (
 
 func (m *model) check(rt *rapid.T) {
 	f := m.h.f
+	// m/rules_runs counts the rules records exactly (apply_decide.go).
+	_ = f.View(func(r Reader) error {
+		n := uint64(0)
+		_ = r.Scan(pfxRules, nil, false, func(_, _ []byte) bool { n++; return true })
+		v, ok, _ := r.Get(keyRulesRuns)
+		if got := uint64(0); ok && getU64(v) != n || !ok && n != got {
+			rt.Fatalf("m/rules_runs says %x, %d rules records", v, n)
+		}
+		return nil
+	})
 	// The derived indexes are exactly what the records say (so a store can
 	// keep them in memory and rebuild them from the records).
 	_ = f.View(func(r Reader) error {
