@@ -145,6 +145,9 @@ func (a *applier) startFinally(r *Run, f *finallyState, outcome domain.RunState)
 			}
 		}
 	}
+	if outcome == domain.RunFailed || outcome == domain.RunCancelled {
+		a.propagate(r, MsgCancelRun, "run "+string(outcome))
+	}
 	// Not an edge (no From): the run stays where it is.
 	a.emit(Event{Kind: "run", RunID: r.ID, Transition: "finally", To: string(r.State), Error: "body " + string(outcome)})
 	spec, err := loadSpec(a.tx, r.ID)

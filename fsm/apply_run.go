@@ -202,6 +202,7 @@ func (a *applier) derive(r *Run) {
 	a.stepRun(r, edge)
 	if next == domain.RunFailed || next == domain.RunCancelled {
 		a.stopForward(r, "run "+string(next))
+		a.propagate(r, MsgCancelRun, "run "+string(next)) // nothing waits for its running child runs
 	}
 	if !activeRun(next) {
 		a.admitPending()

@@ -100,3 +100,15 @@ func TestChildRunDepthLimit(t *testing.T) {
 		t.Fatalf("deepest task %+v", tk)
 	}
 }
+
+// A parent that fails (another task failed) cancels its running child: no
+// task waits for it any more.
+func TestChildRunCancelledWhenParentFails(t *testing.T) {
+	h := newSemV2(t)
+	h.putSpecDef(`{"name":"child","tasks":[{"key":"a","type":"c"}]}`)
+	h.submit("p", `{"tasks":[{"key":"sub","type":"run","definition":"child"},{"key":"other","type":"t"}]}`)
+	child := h.childOf("p", "sub")
+	h.fail(h.claim("w", 1, "t")[0], "boom", false)
+	h.wantRun("p", domain.RunFailed)
+	h.wantRun(child.ID, domain.RunCancelled)
+}
