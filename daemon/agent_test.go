@@ -62,6 +62,7 @@ func startAgentsLogging(t testing.TB, n int, logger func(i int) *slog.Logger) []
 	if _, err := raftNode(agents[0]).WaitForLeader(ctx); err != nil {
 		t.Fatal(err)
 	}
+	waitFresh(t, ctx, agents)
 	return agents
 }
 

@@ -36,8 +36,21 @@ func toRun(r *fsm.Run, tasks []*fsm.Task, spec *domain.Spec) rpc.Run {
 			out.Done += n
 		}
 	}
+	var rules map[string]domain.TaskSpec
+	finally := map[string]bool{}
+	if spec != nil && spec.UsesV2() {
+		rules = make(map[string]domain.TaskSpec, len(spec.Tasks))
+		for _, ts := range spec.Tasks {
+			rules[ts.Key] = ts
+		}
+		for _, ts := range spec.Finally {
+			finally[ts.Key] = true
+		}
+	}
 	for _, t := range tasks {
-		out.Tasks = append(out.Tasks, toTask(t, false))
+		tv := toTask(t, false)
+		tv.When, tv.Trigger, tv.Finally = rules[t.Key].When, rules[t.Key].Trigger, finally[t.Key]
+		out.Tasks = append(out.Tasks, tv)
 	}
 	out.Spec = spec
 	return out
@@ -57,7 +70,9 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 	if t.State == domain.TaskRetrying {
 		out.NotBefore = ms(t.RetryAt)
 	}
-	if t.Type == domain.TypeWait {
+	// A sleep task (type sleep with a timer: no worker attempts) sleeps
+	// like a wait task waits.
+	if t.Type == domain.TypeWait || t.Type == domain.TypeSleep && len(t.Attempts) == 0 && t.FencingToken != 0 {
 		out.Waiting = t.State == domain.TaskReady
 		out.Signal = t.ListensFor()
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/expr"
 	"github.com/flowd/flowd/rpc"
 	"github.com/flowd/flowd/rpc/defrpc"
 )
@@ -46,6 +47,10 @@ func (a *Agent) definitionPut(ctx context.Context, p defrpc.PutParams) (defrpc.P
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodDefinitionPut, p, func(ctx context.Context) (defrpc.PutResult, error) {
 		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
+		err = expr.Validate(spec, err) // the when conditions compile
+		if err == nil {
+			err = fsm.SpecNeedsVersion(spec, a.state.ActiveVersion()) // refused before it is proposed
+		}
 		if err != nil {
 			return defrpc.PutResult{}, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/expr"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -88,6 +89,10 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 			return rpc.SubmitResult{ID: r.ID, State: r.State, Created: r.Created, Index: idx}, nil
 		}
 		spec, err := a.specs.parse(p.Workflow, a.state.Limits())
+		err = expr.Validate(spec, err) // the when conditions compile
+		if err == nil {
+			err = fsm.SpecNeedsVersion(spec, a.state.ActiveVersion()) // refused before it is proposed
+		}
 		if err != nil {
 			return rpc.SubmitResult{}, err
 		}
@@ -140,6 +145,18 @@ func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
 			return rpc.Run{}, err
 		}
 		out := toRun(r, tasks, spec)
+		if cr, ok := a.state.(interface {
+			ChildRuns(id string) (map[string]string, error)
+		}); ok && spec != nil && spec.UsesChildRuns() {
+			kids, err := cr.ChildRuns(id)
+			if err != nil {
+				return rpc.Run{}, err
+			}
+			out.Children = kids
+			for i := range out.Tasks {
+				out.Tasks[i].ChildRun = kids[out.Tasks[i].Key]
+			}
+		}
 		out.WaitingForWorker, out.WaitingForWorkerNote = a.waitingForWorker(ctx, tasks)
 		return out, nil
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	cond "github.com/flowd/flowd/fsm/expr"
 	"github.com/flowd/flowd/internal/cronexpr"
 	"github.com/flowd/flowd/rpc"
 	"github.com/flowd/flowd/rpc/schedrpc"
@@ -74,6 +75,10 @@ func (a *Agent) scheduleCreate(ctx context.Context, p schedrpc.CreateParams) (sc
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodScheduleCreate, p, func(ctx context.Context) (schedrpc.CreateResult, error) {
 		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
+		err = cond.Validate(spec, err) // the when conditions compile
+		if err == nil {
+			err = fsm.SpecNeedsVersion(spec, a.state.ActiveVersion()) // refused before it is proposed
+		}
 		if err != nil {
 			return schedrpc.CreateResult{}, err
 		}

@@ -224,6 +224,9 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	if err != nil {
 		return rpc.AckResult{}, err
 	}
+	if err := fsm.SpecNeedsVersion(domain.Spec{Tasks: spawn}, a.state.ActiveVersion()); err != nil {
+		return rpc.AckResult{}, err // a release before V2 refuses these fields as unknown
+	}
 	var next *fsm.Waiter
 	if p.Claim != nil {
 		if err := checkClaim(p.Claim); err != nil {

@@ -28,6 +28,11 @@ type taskMetrics struct {
 	runs     *prometheus.HistogramVec
 	attempts *prometheus.CounterVec
 	late     *prometheus.CounterVec // schedule_to_start alerts
+	// decisions counts the version-2 workflow transitions (skips, loop
+	// gathers, wakes, child runs, retries, finally starts) by name: a
+	// fixed label set.
+	decisions *prometheus.CounterVec
+	decided   map[string]prometheus.Counter // its children, made up front
 
 	mu    sync.Mutex // the hook runs on the apply goroutine; tests read too
 	tasks map[taskLabels]*taskChildren
@@ -58,6 +63,15 @@ var (
 )
 
 func newTaskMetrics(leader func() bool) *taskMetrics {
+	m := newTaskMetricsVecs(leader)
+	m.decided = make(map[string]prometheus.Counter, len(decisionTransitions))
+	for tr := range decisionTransitions {
+		m.decided[tr] = m.decisions.WithLabelValues(tr)
+	}
+	return m
+}
+
+func newTaskMetricsVecs(leader func() bool) *taskMetrics {
 	labels := []string{"queue", "type"}
 	return &taskMetrics{
 		leader: leader,
@@ -76,13 +90,24 @@ func newTaskMetrics(leader func() bool) *taskMetrics {
 		late: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowd_task_schedule_to_start_exceeded_total",
 			Help: "Tasks with schedule_to_start_policy alert that stayed ready past their schedule_to_start_ms without a claim (once per task), counted by the leader."},
 			labels),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flowd_workflow_transitions_total",
+			Help: "Transitions of the workflow features of state-machine version 2 by name (skip, condition_failed, wake, gather, gather_failed, child_started, child_succeeded, child_failed, reset, retry, finally), counted by the leader."},
+			[]string{"transition"}),
 		tasks: map[taskLabels]*taskChildren{},
 		wfs:   map[runLabels]prometheus.Observer{},
 	}
 }
 
+// decisionTransitions are the transitions flowd_workflow_transitions_total
+// counts.
+var decisionTransitions = map[string]bool{
+	domain.EdgeSkip: true, domain.EdgeConditionFailed: true, domain.EdgeWake: true, domain.EdgeGather: true,
+	domain.EdgeGatherFailed: true, "child_started": true, domain.EdgeChildSucceeded: true, domain.EdgeChildFailed: true,
+	domain.EdgeReset: true, domain.EdgeRetry: true, "finally": true,
+}
+
 func (m *taskMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.wait, m.run, m.runs, m.attempts, m.late}
+	return []prometheus.Collector{m.wait, m.run, m.runs, m.attempts, m.late, m.decisions}
 }
 
 // observe is the commit hook: it looks at a commit's events on the leader.
@@ -94,6 +119,9 @@ func (m *taskMetrics) observe(evs []fsm.Event) {
 	defer m.mu.Unlock()
 	for i := range evs {
 		ev := &evs[i]
+		if c := m.decided[ev.Transition]; c != nil && (ev.Kind == "task" || ev.Kind == "run") {
+			c.Inc()
+		}
 		switch {
 		case ev.Kind == "task" && ev.Transition == domain.EdgeClaim:
 			if ev.Since > 0 && ev.At >= ev.Since {

@@ -210,6 +210,7 @@ func TestTaskMetricsObserveAllocatesNothing(t *testing.T) {
 		{Kind: "run", Transition: domain.EdgeSucceed, To: "succeeded", Workflow: "wf", At: 3000, Since: 500},
 		{Kind: "task", Transition: domain.EdgeDependenciesSatisfied, Queue: "q", Type: "t", At: 3000},
 		{Kind: "task", Transition: domain.EventScheduleToStartExceeded, Queue: "q", Type: "t", At: 3000},
+		{Kind: "task", Transition: domain.EdgeSkip, Queue: "q", Type: "t", At: 3000},
 	}
 	m.observe(evs) // caches the children
 	if n := testing.AllocsPerRun(100, func() { m.observe(evs) }); n != 0 {
@@ -234,6 +235,26 @@ func TestTaskMetricsCountScheduleToStartAlerts(t *testing.T) {
 		}
 		if got := d.GetCounter().GetValue(); got != want {
 			t.Errorf("flowd_task_schedule_to_start_exceeded_total{queue=q,type=%s} = %v, want %v", typ, got, want)
+		}
+	}
+}
+
+// The version-2 workflow transitions are counted by name; other
+// transitions are not.
+func TestTaskMetricsCountWorkflowTransitions(t *testing.T) {
+	m := newTaskMetrics(func() bool { return true })
+	m.observe([]fsm.Event{
+		{Kind: "task", Transition: domain.EdgeSkip}, {Kind: "task", Transition: domain.EdgeSkip},
+		{Kind: "task", Transition: domain.EdgeWake}, {Kind: "run", Transition: "finally"},
+		{Kind: "task", Transition: domain.EdgeClaim},
+	})
+	for tr, want := range map[string]float64{domain.EdgeSkip: 2, domain.EdgeWake: 1, "finally": 1, domain.EdgeGather: 0} {
+		var d dto.Metric
+		if err := m.decisions.WithLabelValues(tr).Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.GetCounter().GetValue(); got != want {
+			t.Errorf("flowd_workflow_transitions_total{transition=%s} = %v, want %v", tr, got, want)
 		}
 	}
 }

@@ -222,16 +222,26 @@ func (a *Agent) finalize(ctx context.Context, by string) (rpc.UpgradeResult, err
 
 // upgradeLoop finalizes on its own (--upgrade-auto-finalize) once every
 // voter has applied a newer version for that long. Only the leader acts;
-// the clock restarts when the target changes or leadership moves.
+// the clock restarts when the target changes or leadership moves. A fresh
+// cluster (upgrade_fresh.go) is finalized at once, whatever the setting.
 func (a *Agent) upgradeLoop(ctx context.Context) {
 	after := a.cfg.UpgradeAutoFinalize
-	if after <= 0 {
-		return
+	var every time.Duration
+	if after > 0 {
+		every = min(10*time.Second, max(after/4, 100*time.Millisecond))
 	}
-	every := min(10*time.Second, max(after/4, 100*time.Millisecond))
-	t := time.NewTicker(every)
+	fresh := freshPoller{}
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
+		wait := every
+		if fw, ok := fresh.next(a); ok && (wait == 0 || fw < wait) {
+			wait = fw
+		}
+		if wait == 0 {
+			return // no auto-finalize, and the state has been given work
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
@@ -239,6 +249,12 @@ func (a *Agent) upgradeLoop(ctx context.Context) {
 		}
 		if !a.prop.IsLeader() {
 			a.upgrade.observe(0, time.Time{})
+			continue
+		}
+		if fresh.due && a.finalizeFresh(ctx, &fresh) {
+			continue
+		}
+		if after <= 0 {
 			continue
 		}
 		active := int(a.state.ActiveVersion())

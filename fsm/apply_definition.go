@@ -119,7 +119,8 @@ func (a *applier) applyDefinitionPut(c *DefinitionPut) any {
 	if len(c.Note) > 1024 {
 		return fmt.Errorf("%w: note is over 1024 bytes", ErrInvalidArgument)
 	}
-	if err := domain.ValidateSpec(c.Spec, a.limits); err != nil {
+	c.Spec = a.versioned(c.Spec)
+	if err := a.validSpec(c.Spec); err != nil {
 		return err
 	}
 	latest, err := latestDefinition(a.tx, c.Name)

@@ -285,6 +285,10 @@ func (a *applier) deleteRun(r *Run) {
 		a.del(finishedKey(r.FinishedAt, r.ID))
 	}
 	a.unindexLabels(r)
+	if a.rulesFor(r.ID) != nil {
+		a.del(rulesKey(r.ID))
+		a.countRulesRun(-1)
+	}
 	a.deleteRecord(&a.runs, runKey(r.ID))
 	a.del(specKey(r.ID))
 	// Not an edge of the run machine (the run leaves the state entirely),

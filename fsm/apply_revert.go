@@ -18,6 +18,9 @@ func (a *applier) startRevert(r *Run) {
 	r.InterruptedFrom = ""
 	a.stepRun(r, domain.EdgeRevert)
 	for _, t := range a.runTasks(r.ID) {
+		if a.held(r, t) {
+			continue // a finally task runs after the revert
+		}
 		if a.cancelWaiting(r, t, "run reverted") {
 			continue
 		}
@@ -31,6 +34,7 @@ func (a *applier) startRevert(r *Run) {
 			t.Comp = &Compensation{Phase: CompWaiting}
 		}
 	}
+	a.propagate(r, MsgCancelRun, "reverted") // nothing waits for its running child runs
 	// A run interrupted while reverting lost its ready compensations from
 	// the index; reverting it again (rather than resuming) must restore them.
 	a.reindex(r)

@@ -22,7 +22,8 @@ func (a *applier) applySubmit(c *Submit) any {
 		// A retry of the creating call (same nonce) learns it created the run.
 		return &SubmitResult{ID: r.ID, State: r.State, Created: c.Nonce != "" && c.Nonce == r.Nonce}
 	}
-	if err := domain.ValidateSpec(c.Spec, a.limits); err != nil {
+	c.Spec = a.versioned(c.Spec)
+	if err := a.validSpec(c.Spec); err != nil {
 		return err
 	}
 	if err := a.checkRunInput(c.Input, c.Labels, c.IfFull); err != nil {
@@ -82,16 +83,22 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	a.newRun(r)
 	a.indexLabels(r)
 	a.put(specKey(id), (*specMsg)(&spec))
+	a.putRules(id, spec)
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
 	dependents := map[string][]string{}
-	for _, ts := range spec.Tasks {
+	all := spec.Tasks
+	if len(spec.Finally) > 0 {
+		all = append(slices.Clip(spec.Tasks), spec.Finally...)
+		r.Counts[domain.TaskPending] = len(all)
+	}
+	for _, ts := range all {
 		for _, d := range ts.Deps {
 			dependents[d] = append(dependents[d], ts.Key)
 		}
 	}
-	for i, ts := range spec.Tasks {
+	for i, ts := range all {
 		t := &Task{
 			RunID: id, Key: ts.Key, Seq: i, Type: ts.Type, Queue: ts.Queue, Input: ts.Input,
 			Deps: ts.Deps, Dependents: dependents[ts.Key], Priority: ts.Priority, LeaseMS: ts.LeaseMS,
@@ -130,9 +137,7 @@ func (a *applier) start(r *Run) {
 	}
 	a.stepRun(r, domain.EdgeStart)
 	for _, t := range a.runTasks(r.ID) {
-		if t.State == domain.TaskPending && a.depsSucceeded(t) {
-			a.promote(r, t)
-		}
+		a.advance(r, t)
 	}
 	a.derive(r)
 }
@@ -169,13 +174,20 @@ func (a *applier) depsSucceeded(t *Task) bool {
 
 // promote makes a pending task whose dependencies all succeeded ready.
 func (a *applier) promote(r *Run, t *Task) {
+	if l := a.loopOf(r, t); l != nil && !l.Expanded {
+		a.expandLoop(r, t, l)
+		return
+	}
 	a.stepTask(r, t, domain.EdgeDependenciesSatisfied, nil)
 	a.makeReady(r, t)
 }
 
 // derive recomputes the run state from its task counts and takes the edge.
 func (a *applier) derive(r *Run) {
-	next := domain.Derive(r.State, r.Counts)
+	if f := a.finallyOf(r); f != nil && a.deriveFinally(r, f) {
+		return
+	}
+	next := a.deriveState(r)
 	if next == r.State {
 		return
 	}
@@ -190,6 +202,7 @@ func (a *applier) derive(r *Run) {
 	a.stepRun(r, edge)
 	if next == domain.RunFailed || next == domain.RunCancelled {
 		a.stopForward(r, "run "+string(next))
+		a.propagate(r, MsgCancelRun, "run "+string(next)) // nothing waits for its running child runs
 	}
 	if !activeRun(next) {
 		a.admitPending()
@@ -238,8 +251,8 @@ func (a *applier) applyRunVerb(c *RunVerb) any {
 	case MsgResume:
 		return a.resumeRun(r)
 	case MsgRevert:
-		if !domain.RunMachine.Can(r.State, domain.EdgeRevert) {
-			return &ChangedResult{}
+		if f := a.finallyOf(r); !domain.RunMachine.Can(r.State, domain.EdgeRevert) || f != nil && f.Started {
+			return &ChangedResult{} // the body is over: its finally tasks run
 		}
 		if c.Reason != "" {
 			r.Reason = c.Reason
@@ -284,6 +297,7 @@ func (a *applier) cancelRun(r *Run, reason string) any {
 		}
 	}
 	a.stepRun(r, edge)
+	a.propagate(r, MsgCancelRun, reason)
 	a.admitPending()
 	return &ChangedResult{Changed: true}
 }
@@ -297,6 +311,7 @@ func (a *applier) interruptRun(r *Run) any {
 	for _, t := range a.runTasks(r.ID) {
 		a.unindexTask(t) // nothing new is dispatched; running tasks may finish
 	}
+	a.propagate(r, MsgInterrupt, "")
 	return &ChangedResult{Changed: true}
 }
 
@@ -313,12 +328,11 @@ func (a *applier) resumeRun(r *Run) any {
 	} else {
 		a.stepRun(r, domain.EdgeResume)
 		for _, t := range a.runTasks(r.ID) {
-			if t.State == domain.TaskPending && a.depsSucceeded(t) {
-				a.promote(r, t)
-			}
+			a.advance(r, t)
 		}
 		a.reindex(r)
 	}
+	a.propagate(r, MsgResume, "")
 	a.derive(r)
 	return &ChangedResult{Changed: true}
 }

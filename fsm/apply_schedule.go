@@ -189,7 +189,8 @@ func (a *applier) applyScheduleCreate(c *ScheduleCreate) any {
 	case len(c.Note) > 1024:
 		return fmt.Errorf("%w: note is over 1024 bytes", ErrInvalidArgument)
 	}
-	if err := domain.ValidateSpec(c.Spec, a.limits); err != nil {
+	c.Spec = a.versioned(c.Spec)
+	if err := a.validSpec(c.Spec); err != nil {
 		return err
 	}
 	labels := scheduleLabels(c.Labels, c.ID)

@@ -77,7 +77,7 @@ func (a *applier) applyTaskSignal(c *TaskSignal) any {
 	if err != nil {
 		return err
 	}
-	if t.Type != domain.TypeWait {
+	if t.Type != domain.TypeWait && !a.isSleep(t) {
 		return fmt.Errorf("%w: task %s has type %q, not %q: only a wait task takes a signal (a worker completes the others)",
 			ErrInvalidArgument, c.TaskID, t.Type, domain.TypeWait)
 	}
@@ -104,7 +104,7 @@ func (a *applier) applyRunSignal(c *RunSignal) any {
 	}
 	res := &SignalResult{}
 	for _, t := range a.runTasks(r.ID) {
-		if t.Type != domain.TypeWait || t.ListensFor() != c.Name {
+		if t.Type != domain.TypeWait && !a.isSleep(t) || t.ListensFor() != c.Name {
 			continue
 		}
 		switch {
@@ -126,11 +126,9 @@ func (a *applier) deliverSignal(r *Run, t *Task, payload json.RawMessage, id, na
 	t.Result, t.Error, t.FinishedAt, t.SignalID = payload, "", a.now, id
 	a.stepTask(r, t, domain.EdgeSignal, func(e *Event) { e.Name = name })
 	a.getCounters().TasksDone++
-	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
+	if a.executing(r) {
 		for _, d := range t.Dependents {
-			if dt := a.loadTask(r.ID, d); dt != nil && dt.State == domain.TaskPending && a.depsSucceeded(dt) {
-				a.promote(r, dt)
-			}
+			a.advance(r, a.loadTask(r.ID, d))
 		}
 	}
 	a.derive(r)

@@ -3,6 +3,7 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -206,15 +207,17 @@ func (a *applier) applyComplete(c *Complete) any {
 	a.breakerSuccess(t.Type)
 	a.getCounters().TasksDone++
 	if len(c.Spawn) > 0 {
+		if a.isFinally(r, t) {
+			return fmt.Errorf("%w: a finally task cannot spawn tasks", ErrInvalidArgument)
+		}
 		if err := a.spawn(r, t, c.Spawn); err != nil {
 			return err // the whole entry is dropped: the completion too
 		}
 	}
-	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
+	if a.executing(r) {
+		a.elementSettled(r, t)
 		for _, d := range t.Dependents {
-			if dt := a.loadTask(r.ID, d); dt != nil && dt.State == domain.TaskPending && a.depsSucceeded(dt) {
-				a.promote(r, dt)
-			}
+			a.advance(r, a.loadTask(r.ID, d))
 		}
 	}
 	a.derive(r)
@@ -229,6 +232,12 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 	if have+len(children) > a.limits.MaxRunTasks {
 		return fmt.Errorf("%w: spawning %d tasks would give the run %d tasks (limit %d)",
 			ErrTooLarge, len(children), have+len(children), a.limits.MaxRunTasks)
+	}
+	if !a.atLeast(V2) { // as a release before V2 decodes them (apply_decide.go, versioned)
+		children = slices.Clone(children)
+		for i := range children {
+			children[i] = children[i].StripV2()
+		}
 	}
 	existing := map[string]bool{}
 	for _, t := range a.runTasks(r.ID) {
@@ -282,9 +291,7 @@ func (a *applier) spawn(r *Run, parent *Task, children []domain.TaskSpec) error 
 	}
 	if r.State == domain.RunRunning || r.State == domain.RunInterrupted {
 		for _, t := range created {
-			if a.depsSucceeded(t) {
-				a.promote(r, t)
-			}
+			a.advance(r, t)
 		}
 	} else {
 		// A task of a failed run finished late: its children can never run.
@@ -332,12 +339,13 @@ func (a *applier) failAttempt(r *Run, t *Task, msg string, retryable bool) {
 	if t.State == domain.TaskRunning {
 		a.stepTask(r, t, domain.EdgeFail, func(e *Event) { e.Error = msg })
 	}
-	if retryable && canRetry(r, t) {
+	if retryable && a.canRetry(r, t) {
 		a.stepTask(r, t, domain.EdgeScheduleRetry, nil)
 		a.wake(t, a.now+domain.Backoff(t.Retry, t.ID(), t.Attempt))
 		return
 	}
 	t.FinishedAt = a.now
+	a.settled(r, t)
 	a.derive(r)
 }
 
@@ -371,7 +379,7 @@ func (a *applier) applyReap(c *Reap) any {
 		}
 		a.getCounters().LeaseExpiries++
 		acked := t.acked()
-		if !acked && freeExpiry(r, t) {
+		if !acked && a.freeExpiry(r, t) {
 			a.getCounters().LeaseUnacked++
 			a.returnUnacked(r, t, worker)
 			continue
@@ -394,12 +402,11 @@ func (a *applier) applyReap(c *Reap) any {
 // freeExpiry reports whether an unacknowledged expiry of t's lease may go
 // uncounted: t has free expiries left and its run still wants the attempt
 // (a straggler of a failed run fails as before).
-func freeExpiry(r *Run, t *Task) bool {
+func (a *applier) freeExpiry(r *Run, t *Task) bool {
 	if t.State == domain.TaskReverting {
 		return t.Comp != nil && t.Comp.Unacked < domain.MaxUnackedExpiries
 	}
-	return t.State == domain.TaskRunning && t.Unacked < domain.MaxUnackedExpiries &&
-		(r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+	return t.State == domain.TaskRunning && t.Unacked < domain.MaxUnackedExpiries && a.executing(r)
 }
 
 // returnUnacked ends a lease its worker never acknowledged without spending
@@ -484,8 +491,9 @@ func (a *applier) applyTick(c *Tick) any {
 }
 
 // canRetry reports whether t has attempts left and its run still wants it.
-func canRetry(r *Run, t *Task) bool {
-	return t.Attempt < t.Retry.MaxAttempts && (r.State == domain.RunRunning || r.State == domain.RunInterrupted)
+// After a run.retry, the attempts before it do not count (apply_retry.go).
+func (a *applier) canRetry(r *Run, t *Task) bool {
+	return t.Attempt-a.attemptBase(r, t) < t.Retry.MaxAttempts && a.executing(r)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

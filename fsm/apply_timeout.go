@@ -34,7 +34,7 @@ func (a *applier) timedOut(t *Task) bool {
 	}
 	r := a.loadRun(t.RunID)
 	worker := t.LeaseOwner
-	if !t.acked() && freeExpiry(r, t) {
+	if !t.acked() && a.freeExpiry(r, t) {
 		c := a.getCounters()
 		c.LeaseExpiries++
 		c.LeaseUnacked++
@@ -70,6 +70,14 @@ func (a *applier) armReady(t *Task) {
 	if t.State != domain.TaskReady {
 		return
 	}
+	if a.isSleep(t) {
+		a.armSleep(t)
+		return
+	}
+	if a.isRunTask(t) {
+		a.startChild(t)
+		return
+	}
 	if t.Type == domain.TypeWait {
 		t.Attempt++
 		if t.StartedAt == 0 {
@@ -99,6 +107,9 @@ func (a *applier) fireReady(r *Run, t *Task) int {
 	if t.State != domain.TaskReady || r == nil {
 		return 0
 	}
+	if a.isSleep(t) {
+		return a.wakeSleep(r, t)
+	}
 	var msg string
 	retryable := true
 	if t.Type == domain.TypeWait {
@@ -122,12 +133,13 @@ func (a *applier) fireReady(r *Run, t *Task) int {
 	}
 	a.stepTask(r, t, domain.EdgeTimeout, func(e *Event) { e.Error = msg })
 	t.Error = msg
-	if retryable && canRetry(r, t) {
+	if retryable && a.canRetry(r, t) {
 		a.stepTask(r, t, domain.EdgeScheduleRetry, nil)
 		a.wake(t, a.now+domain.Backoff(t.Retry, t.ID(), t.Attempt))
 		return 1
 	}
 	t.FinishedAt = a.now
+	a.settled(r, t)
 	a.derive(r)
 	return 1
 }

@@ -183,14 +183,25 @@ type specMsg domain.Spec
 
 // MarshalMsg implements msgp.Marshaler.
 func (s *specMsg) MarshalMsg(o []byte) ([]byte, error) {
-	o = msgp.AppendArrayHeader(o, 4)
+	// finally (version 2) is written only when set: a spec without it
+	// keeps the 4-field tuple earlier binaries write.
+	if len(s.Finally) > 0 {
+		o = msgp.AppendArrayHeader(o, 5)
+	} else {
+		o = msgp.AppendArrayHeader(o, 4)
+	}
 	o = msgp.AppendString(o, s.Name)
 	o = msgp.AppendString(o, s.OnFailure)
 	o = msgp.AppendInt64(o, s.DeadlineMS)
 	if s.Tasks == nil { // "tasks" has no omitempty: nil and empty differ
-		return msgp.AppendNil(o), nil
+		o = msgp.AppendNil(o)
+	} else {
+		o = appendTaskSpecs(o, s.Tasks)
 	}
-	return appendTaskSpecs(o, s.Tasks), nil
+	if len(s.Finally) > 0 {
+		o = appendTaskSpecs(o, s.Finally)
+	}
+	return o, nil
 }
 
 // UnmarshalMsg implements msgp.Unmarshaler.
@@ -201,6 +212,11 @@ func (s *specMsg) UnmarshalMsg(b []byte) ([]byte, error) {
 	t.str(&s.OnFailure)
 	t.i64(&s.DeadlineMS)
 	t.array(func(n uint32) { s.Tasks = t.taskSpecs(n) })
+	t.array(func(n uint32) {
+		if n > 0 {
+			s.Finally = t.taskSpecs(n)
+		}
+	})
 	return t.done()
 }
 
@@ -223,7 +239,17 @@ func (t *tupleReader) taskSpecs(n uint32) []domain.TaskSpec {
 }
 
 func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
-	o = msgp.AppendArrayHeader(o, 13)
+	// The fields of state-machine version 2 (when, trigger, duration_ms,
+	// until) are written only when one is set: a spec without them keeps
+	// the 13-field tuple every earlier binary writes, byte for byte
+	// (replicas of two releases store equal spec records during a rolling
+	// upgrade).
+	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != "" || s.ForEach != "" || s.MaxParallel != 0 || s.Definition != ""
+	if v2 {
+		o = msgp.AppendArrayHeader(o, 20)
+	} else {
+		o = msgp.AppendArrayHeader(o, 13)
+	}
 	o = msgp.AppendString(o, s.Key)
 	o = msgp.AppendString(o, s.Type)
 	o = msgp.AppendString(o, s.Queue)
@@ -244,7 +270,17 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 	o = msgp.AppendInt64(o, s.TimeoutMS)
 	o = msgp.AppendInt64(o, s.ScheduleToStartMS)
 	o = msgp.AppendString(o, s.Signal)
-	return msgp.AppendString(o, s.ScheduleToStartPolicy)
+	o = msgp.AppendString(o, s.ScheduleToStartPolicy)
+	if v2 {
+		o = msgp.AppendString(o, s.When)
+		o = msgp.AppendString(o, s.Trigger)
+		o = msgp.AppendInt64(o, s.DurationMS)
+		o = msgp.AppendString(o, s.Until)
+		o = msgp.AppendString(o, s.ForEach)
+		o = msgp.AppendInt(o, s.MaxParallel)
+		o = msgp.AppendString(o, s.Definition)
+	}
+	return o
 }
 
 func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
@@ -277,6 +313,13 @@ func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
 	t.i64(&s.ScheduleToStartMS)
 	t.str(&s.Signal)
 	t.str(&s.ScheduleToStartPolicy)
+	t.str(&s.When)
+	t.str(&s.Trigger)
+	t.i64(&s.DurationMS)
+	t.str(&s.Until)
+	t.str(&s.ForEach)
+	t.int(&s.MaxParallel)
+	t.str(&s.Definition)
 	return t.done()
 }
 

@@ -45,6 +45,8 @@ func genTaskSpec(t *rapid.T) domain.TaskSpec {
 		Deps: genStrs(t, "deps"), LeaseMS: genInt64(t, "lease"), Priority: rapid.Int32().Draw(t, "prio"),
 		RevertType: genStr(t, "revert"), TimeoutMS: genInt64(t, "timeout"), ScheduleToStartMS: genInt64(t, "s2s"),
 		Signal: genStr(t, "signal"), ScheduleToStartPolicy: genStr(t, "s2sp"),
+		When: genStr(t, "when"), Trigger: genStr(t, "trigger"), DurationMS: genInt64(t, "duration"), Until: genStr(t, "until"),
+		ForEach: genStr(t, "for_each"), MaxParallel: rapid.IntRange(0, 3).Draw(t, "max_parallel"), Definition: genStr(t, "definition"),
 	}
 	if rapid.Bool().Draw(t, "retry?") {
 		s.Retry = &domain.RetryPolicy{MaxAttempts: rapid.IntRange(0, 100).Draw(t, "max"), InitialBackoffMS: genInt64(t, "ib"),

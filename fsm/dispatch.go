@@ -31,7 +31,10 @@ func (a *applier) dispatchable(r *Run, t *Task) bool {
 	}
 	switch {
 	case t.State == domain.TaskReady:
-		return r.State == domain.RunRunning && t.Type != domain.TypeWait // a signal completes a wait task
+		// A signal completes a wait task; a finally task also runs after
+		// a revert (executing).
+		return (r.State == domain.RunRunning || r.State == domain.RunReverting && a.executing(r)) && t.Type != domain.TypeWait &&
+			!a.isSleep(t) && a.loopOf(r, t) == nil && !a.isRunTask(t)
 	case t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompReady:
 		return r.State == domain.RunReverting
 	}

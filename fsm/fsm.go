@@ -394,6 +394,8 @@ func (a *applier) dispatch(cmd Command) any {
 		return a.applyRunVerb(c)
 	case *Replay:
 		return a.applyReplay(c)
+	case *RunRetry:
+		return a.applyRunRetry(c)
 	case *QueueSet:
 		return a.applyQueueSet(c)
 	case *QueuePause:
@@ -484,6 +486,12 @@ type applier struct {
 	settings       *Settings
 	settingsDirty  bool
 	counters       *Counters
+	// rules caches the entry's rules records (apply_decide.go) by run id,
+	// nil for a run without; discard drops it.
+	rules map[string]*runRules
+	// rulesRuns is keyRulesRuns as this entry sees it, once read.
+	rulesRuns   uint64
+	rulesRunsOK bool
 }
 
 // clock advances FSM time: now = max(last now, command stamp).

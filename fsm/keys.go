@@ -16,6 +16,8 @@ import (
 //	m/counters                        Counters (JSON)
 //	r/<run>                           Run (JSON)
 //	rsp/<run>                         the run's frozen spec (JSON), written once
+//	rx/<run>                          the run's version-2 rules record (JSON; apply_decide.go)
+//	m/rules_runs                      runs holding an rx/ record (8 bytes; absent: none)
 //	t/<run>/<key>                     Task (JSON)
 //	rs/<state>/<run>                  run-by-state index (derived)
 //	rp/<seq8><run>                    runs waiting for admission, FIFO (derived)

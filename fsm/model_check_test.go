@@ -13,6 +13,16 @@ import (
 
 func (m *model) check(rt *rapid.T) {
 	f := m.h.f
+	// m/rules_runs counts the rules records exactly (apply_decide.go).
+	_ = f.View(func(r Reader) error {
+		n := uint64(0)
+		_ = r.Scan(pfxRules, nil, false, func(_, _ []byte) bool { n++; return true })
+		v, ok, _ := r.Get(keyRulesRuns)
+		if got := uint64(0); ok && getU64(v) != n || !ok && n != got {
+			rt.Fatalf("m/rules_runs says %x, %d rules records", v, n)
+		}
+		return nil
+	})
 	// The derived indexes are exactly what the records say (so a store can
 	// keep them in memory and rebuild them from the records).
 	_ = f.View(func(r Reader) error {
@@ -120,7 +130,7 @@ func (m *model) check(rt *rapid.T) {
 					succeeded[a.Compensation]++
 				}
 			}
-			if succeeded[false] > 1 || succeeded[true] > 1 {
+			if (succeeded[false] > 1 && !mt.finally) || succeeded[true] > 1 { // a retry runs finally tasks again
 				rt.Fatalf("task %s succeeded more than once: %+v", mt.id(), ft.Attempts)
 			}
 		}
@@ -180,6 +190,7 @@ func TestModelRandomCommands(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(rapidTB{TB: t, rt: rt})
 		h.ok(&SettingsSet{BreakerFailures: ptr(-1)}) // claims are predictable without breakers
+		h.ok(&SetVersion{Version: MaxVersion})       // trigger rules and conditions (model_decide_test.go)
 		m := &model{h: h}
 		rt.Repeat(map[string]func(*rapid.T){
 			"submit":    m.submit,
@@ -191,6 +202,7 @@ func TestModelRandomCommands(t *testing.T) {
 			"reap":      m.reap,
 			"tick":      m.tick,
 			"verb":      m.verb,
+			"retry":     m.retryRun, // model_retry_test.go
 			"signal":    m.signal,
 			// Flow control (model_flow_test.go): claims lease no more than
 			// the rate limits and the cap allow.

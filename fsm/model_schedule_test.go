@@ -30,6 +30,7 @@ func TestModelSchedulesAndDefinitions(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		h := newHarness(rapidTB{TB: t, rt: rt})
 		h.ok(&SettingsSet{BreakerFailures: ptr(-1)})
+		h.ok(&SetVersion{Version: MaxVersion})
 		m := &model{h: h}
 		rt.Repeat(map[string]func(*rapid.T){
 			"schedule_create":   m.schedCreate,
@@ -463,10 +464,10 @@ func (m *model) defSubmit(rt *rapid.T) {
 		}
 		return
 	}
-	if sr, ok := res.(*SubmitResult); !ok || !sr.Created || sr.State != domain.RunRunning {
-		rt.Fatalf("submit of %s by %s@%d: %#v", id, name, version, res)
-	}
 	r := m.addRun(id, mDefSpec(name, vs[v-1]))
+	if sr, ok := res.(*SubmitResult); !ok || !sr.Created || sr.State != r.state {
+		rt.Fatalf("submit of %s by %s@%d: %#v, model says %s", id, name, version, res, r.state)
+	}
 	r.def, r.defV = name, v
 }
 

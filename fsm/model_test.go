@@ -55,7 +55,10 @@ type mTask struct {
 	comp                 string // compensation phase; "" = none
 	result               json.RawMessage
 	attempts             []mAttempt
-	mTimes               // timeouts and waits (model_time_test.go)
+	when, trigger        string // the task's condition and trigger rule (model_decide_test.go)
+	base                 int    // attempts before the last run.retry (model_retry_test.go)
+	finally              bool   // a finally task (model_finally_test.go)
+	mTimes                      // timeouts and waits (model_time_test.go)
 }
 
 func (t *mTask) id() string { return t.run.id + "/" + t.key }
@@ -65,10 +68,13 @@ type mRun struct {
 	def    string // the definition it was submitted by, and its version
 	defV   int
 	revert bool // on_failure revert
-	state  domain.RunState
-	from   domain.RunState // state an interrupted run resumes into
-	tasks  []*mTask
-	byKey  map[string]*mTask
+	// decided: the spec uses trigger rules or conditions (V2).
+	decided  bool
+	mFinally // finally tasks (model_finally_test.go)
+	state    domain.RunState
+	from     domain.RunState // state an interrupted run resumes into
+	tasks    []*mTask
+	byKey    map[string]*mTask
 }
 
 type model struct {
@@ -109,7 +115,7 @@ func (m *model) dispatchType(t *mTask) string {
 }
 
 func (m *model) dispatchable(t *mTask) bool {
-	return (t.state == domain.TaskReady && t.run.state == domain.RunRunning && !t.wait) ||
+	return (t.state == domain.TaskReady && (t.run.state == domain.RunRunning || t.run.state == domain.RunReverting && t.run.finStarted) && !t.wait) ||
 		(t.state == domain.TaskReverting && t.comp == CompReady && t.run.state == domain.RunReverting)
 }
 
@@ -135,8 +141,14 @@ func (m *model) endLease(t *mTask, outcome string) {
 // promote makes every pending task whose dependencies all succeeded ready:
 // in a running or interrupted run no such task stays pending.
 func (m *model) promote(r *mRun) {
+	if r.decided || r.hasFinally() {
+		m.decide(r) // skips held finally tasks; finally tasks are always decided
+		if r.decided {
+			return
+		}
+	}
 	for _, t := range r.tasks {
-		ok := t.state == domain.TaskPending
+		ok := t.state == domain.TaskPending && !t.finally
 		for _, d := range t.deps {
 			ok = ok && r.byKey[d].state == domain.TaskSucceeded
 		}
@@ -163,8 +175,15 @@ func (m *model) derive(r *mRun) {
 	for _, t := range r.tasks {
 		count[t.state]++
 	}
+	if r.hasFinally() && m.deriveFinally(r) {
+		return
+	}
 	switch r.state {
 	case domain.RunRunning:
+		if r.decided {
+			m.deriveDecided(r, count)
+			return
+		}
 		switch {
 		case count[domain.TaskFailed] > 0 && r.revert:
 			m.startRevert(r)
@@ -173,7 +192,7 @@ func (m *model) derive(r *mRun) {
 			for _, t := range r.tasks {
 				m.cancelWaiting(t)
 			}
-		case count[domain.TaskSucceeded] == len(r.tasks):
+		case count[domain.TaskSucceeded]+count[domain.TaskSkipped] == len(r.tasks):
 			r.state = domain.RunSucceeded
 		}
 	case domain.RunReverting:
@@ -190,6 +209,9 @@ func (m *model) derive(r *mRun) {
 func (m *model) startRevert(r *mRun) {
 	r.state, r.from = domain.RunReverting, ""
 	for _, t := range r.tasks {
+		if t.finally {
+			continue // held: it runs after the revert
+		}
 		if m.cancelWaiting(t) {
 			continue
 		}
@@ -249,13 +271,15 @@ func (m *model) failAttempt(t *mTask, retryable bool) {
 		t.state = domain.TaskFailed
 		if retryable && m.canRetry(t) {
 			t.state, t.retryAt = domain.TaskRetrying, m.now()+domain.Backoff(t.retry, t.id(), t.attempt)
+		} else if (r.decided || t.finally) && m.executing(r) {
+			m.promote(r) // its dependents are decided
 		}
 	}
 	m.derive(r)
 }
 
 func (m *model) canRetry(t *mTask) bool {
-	return t.attempt < t.retry.MaxAttempts && (t.run.state == domain.RunRunning || t.run.state == domain.RunInterrupted)
+	return t.attempt-t.base < t.retry.MaxAttempts && m.executing(t.run)
 }
 
 // ---- actions ----
@@ -267,10 +291,9 @@ func (m *model) submit(rt *rapid.T) {
 	spec := drawSpec(rt, 5)
 	id := fmt.Sprintf("run%d", len(m.runs))
 	res := m.h.ok(&Submit{ID: id, Spec: spec}).(*SubmitResult)
-	if !res.Created || res.State != domain.RunRunning {
-		rt.Fatalf("submit: %+v", res)
+	if r := m.addRun(id, spec); !res.Created || res.State != r.state {
+		rt.Fatalf("submit: %+v, model says %s", res, r.state)
 	}
-	m.addRun(id, spec)
 }
 
 // drawSpec draws a workflow of 1 to maxTasks tasks.
@@ -291,16 +314,20 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 				ts.Deps = append(ts.Deps, fmt.Sprintf("k%d", j))
 			}
 		}
+		drawDecision(rt, &ts)
 		spec.Tasks = append(spec.Tasks, ts)
 	}
+	drawFinally(rt, &spec)
 	return spec
 }
 
 // addRun adds the run id of spec that the last entry created (running).
 func (m *model) addRun(id string, spec domain.Spec) *mRun {
-	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{}}
-	for _, ts := range spec.Normalize().Tasks {
-		t := &mTask{run: r, key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps,
+	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{},
+		decided: spec.UsesDecisions()}
+	norm := spec.Normalize()
+	for i, ts := range append(norm.Tasks, norm.Finally...) {
+		t := &mTask{run: r, finally: i >= len(norm.Tasks), key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps, when: ts.When, trigger: ts.Trigger,
 			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
 			mTimes: mTimes{timeoutMS: ts.TimeoutMS, wait: ts.IsWait()}}
 		r.tasks = append(r.tasks, t)
@@ -311,6 +338,9 @@ func (m *model) addRun(id string, spec domain.Spec) *mRun {
 	}
 	m.runs = append(m.runs, r)
 	m.promote(r)
+	if r.decided {
+		m.derive(r) // every task may be decided at once
+	}
 	return r
 }
 
@@ -422,7 +452,7 @@ func (m *model) complete(rt *rapid.T) {
 		m.advanceRevert(t.run)
 	} else {
 		t.state, t.result = domain.TaskSucceeded, result
-		if s := t.run.state; s == domain.RunRunning || s == domain.RunInterrupted {
+		if m.executing(t.run) {
 			m.promote(t.run)
 		}
 	}
@@ -529,8 +559,7 @@ func (m *model) reap(rt *rapid.T) {
 				t.comp = CompReady
 				continue
 			}
-			if r := t.run.state; t.state == domain.TaskRunning && t.unacked < domain.MaxUnackedExpiries &&
-				(r == domain.RunRunning || r == domain.RunInterrupted) {
+			if t.state == domain.TaskRunning && t.unacked < domain.MaxUnackedExpiries && m.executing(t.run) {
 				m.endLease(t, OutcomeLeaseUnacked)
 				t.unacked++
 				t.attempt--
@@ -605,7 +634,7 @@ func (m *model) verb(rt *rapid.T) {
 			m.promote(r)
 		}
 		m.derive(r)
-	case msg == MsgRevert && (s == domain.RunRunning || s == domain.RunInterrupted || s == domain.RunFailed):
+	case msg == MsgRevert && (s == domain.RunRunning || s == domain.RunInterrupted || s == domain.RunFailed) && !r.finStarted:
 		m.startRevert(r)
 	default:
 		want = false

@@ -107,7 +107,7 @@ func (m *model) signal(rt *rapid.T) {
 			rt.Fatalf("signal to waiting %s rejected: %+v", t.id(), res)
 		}
 		t.state, t.result, t.signalID = domain.TaskSucceeded, payload, id
-		if s := t.run.state; s == domain.RunRunning || s == domain.RunInterrupted {
+		if m.executing(t.run) {
 			m.promote(t.run)
 		}
 		m.derive(t.run)

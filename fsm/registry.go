@@ -77,6 +77,9 @@ const (
 	// MsgSetVersion raises the cluster's active state-machine version
 	// (apply_version.go).
 	MsgSetVersion MsgType = 61
+	// MsgRunRetry takes a failed or cancelled run back to running
+	// (apply_retry.go).
+	MsgRunRetry MsgType = 62
 
 	// IgnoreUnknown marks a command an older binary may skip.
 	IgnoreUnknown MsgType = 128
@@ -96,6 +99,9 @@ const (
 	// V1 is every command and rule before versioning: what a cluster
 	// whose state holds no version runs.
 	V1 Version = 1
+	// V2 is workflows that decide: trigger rules, when conditions and the
+	// skipped task state (domain/decide.go, apply_decide.go).
+	V2 Version = 2
 )
 
 // MinVersion is the oldest active version this binary can apply (old
@@ -159,6 +165,7 @@ var commands = []commandInfo{
 	{MsgQueueCap, "queue_cap", V1, func() Command { return &QueueCap{} }},
 	{MsgNewTerm, "new_term", V1, func() Command { return &NewTerm{} }},
 	{MsgSetVersion, "set_version", V1, func() Command { return &SetVersion{} }},
+	{MsgRunRetry, "run_retry", V2, func() Command { return &RunRetry{} }},
 }
 
 // Rule is a change of behaviour inside Apply, in force from version Since
@@ -172,7 +179,10 @@ type Rule struct {
 
 // Rules lists every versioned rule, oldest first; rulesOfBuild adds the
 // ones only a test build carries (version_max.go).
-var Rules = append([]Rule{}, rulesOfBuild...)
+var Rules = append([]Rule{
+	{Name: "decisions", Since: V2,
+		Doc: "a task may have a trigger rule and a when condition; a task they decide against is skipped; a run that uses them keeps running after a failure until every task settled"},
+}, rulesOfBuild...)
 
 // byType indexes commands by type number (without IgnoreUnknown).
 var byType = func() (t [128]*commandInfo) {

@@ -170,6 +170,8 @@ func (a *applier) discard() {
 	a.breakers.reset()
 	a.counters, a.settings, a.settingsDirty = nil, nil, false
 	a.queueNamesOK = false
+	a.rules = nil
+	a.rulesRunsOK = false
 }
 
 // legacySame reports whether a record loaded from a JSON encoding (written
@@ -498,6 +500,9 @@ func (a *applier) stepRun(r *Run, edge string) {
 		}
 	}
 	a.emit(ev)
+	if to.Done() && r.ParentID != "" {
+		a.childRunDone(r) // a child run: its parent task ends (apply_child.go)
+	}
 }
 
 func activeRun(s domain.RunState) bool {

@@ -3,7 +3,7 @@
 package fsm
 
 // MaxVersion is the newest state-machine version this binary applies.
-const MaxVersion = V1
+const MaxVersion = V2
 
 // rulesOfBuild: a release build has no rules beyond the registry's.
 var rulesOfBuild []Rule

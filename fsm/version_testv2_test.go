@@ -3,6 +3,7 @@
 package fsm
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -18,12 +19,18 @@ func TestProbeRuleOnlyFromItsVersion(t *testing.T) {
 	if r, _ := h.run("before"); r.Labels[LabelFSMVersion] != "" {
 		t.Fatalf("rule in force at version 1: %v", r.Labels)
 	}
-	if got := h.ok(&SetVersion{Version: vProbe}).(*VersionResult); !got.Changed || got.From != V1 || got.To != vProbe {
+	// The release's newest version is not the probe's: no label yet.
+	h.ok(&SetVersion{Version: vProbe - 1})
+	h.submit("release", spec)
+	if r, _ := h.run("release"); r.Labels[LabelFSMVersion] != "" {
+		t.Fatalf("rule in force at version %d: %v", vProbe-1, r.Labels)
+	}
+	if got := h.ok(&SetVersion{Version: vProbe}).(*VersionResult); !got.Changed || got.From != vProbe-1 || got.To != vProbe {
 		t.Fatalf("raise: %+v", got)
 	}
 	h.submit("after", spec)
-	if r, _ := h.run("after"); r.Labels[LabelFSMVersion] != "2" {
-		t.Fatalf("rule not in force at version 2: %v", r.Labels)
+	if r, _ := h.run("after"); r.Labels[LabelFSMVersion] != strconv.Itoa(int(vProbe)) {
+		t.Fatalf("rule not in force at version %d: %v", vProbe, r.Labels)
 	}
 	wantErr(t, h.apply(&SetVersion{Version: V1}), domain.ErrInvalidArgument)
 	replay, err := New(store.NewMemStore(), Options{})

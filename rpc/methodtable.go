@@ -24,8 +24,10 @@ const (
 	MethodRunResume       = "run.resume"
 	MethodRunRevert       = "run.revert"
 	MethodRunReplay       = "run.replay"
+	MethodRunRetry        = "run.retry"
 	MethodRunStats        = "run.stats"
 	MethodTaskGet         = "task.get"
+	MethodTaskList        = "task.list"
 	MethodTaskClaim       = "task.claim"
 	MethodTaskHeartbeat   = "task.heartbeat"
 	MethodTaskComplete    = "task.complete"
@@ -187,6 +189,7 @@ var methodTable = func() []MethodSpec {
 		{MethodRunList, read, RoleRead, consistent},
 		{MethodRunStats, read, RoleRead, 0},
 		{MethodTaskGet, read, RoleRead, 0},
+		{MethodTaskList, read, RoleRead, 0},
 		{MethodTaskLogs, read, RoleRead, 0},
 		{MethodEventsList, read, RoleRead, 0},
 		{MethodQueueList, read, RoleRead, 0},
@@ -200,6 +203,7 @@ var methodTable = func() []MethodSpec {
 		// Writes, long polls and leader memory.
 		{MethodRunSubmit, leader, adminOnly, unfenced},
 		{MethodRunReplay, leader, adminOnly, 0},
+		{MethodRunRetry, leader, adminOnly, 0},
 		{MethodRunCancel, leader, adminOnly, 0},
 		{MethodRunInterrupt, leader, adminOnly, 0},
 		{MethodRunResume, leader, adminOnly, 0},

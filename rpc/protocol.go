@@ -84,15 +84,18 @@ type ChangedResult struct {
 
 // Run is the protocol view of a run.
 type Run struct {
-	ID           string            `json:"id"`
-	Workflow     string            `json:"workflow"`
-	State        domain.RunState   `json:"state"`
-	OnFailure    string            `json:"on_failure,omitempty"`
-	CreatedAt    time.Time         `json:"created_at"`
-	StartedAt    time.Time         `json:"started_at,omitzero"`
-	FinishedAt   time.Time         `json:"finished_at,omitzero"`
-	ParentID     string            `json:"parent_id,omitempty"`
-	ReplayOf     string            `json:"replay_of,omitempty"`
+	ID         string          `json:"id"`
+	Workflow   string          `json:"workflow"`
+	State      domain.RunState `json:"state"`
+	OnFailure  string          `json:"on_failure,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  time.Time       `json:"started_at,omitzero"`
+	FinishedAt time.Time       `json:"finished_at,omitzero"`
+	ParentID   string          `json:"parent_id,omitempty"`
+	ReplayOf   string          `json:"replay_of,omitempty"`
+	// Children: the child runs the run's tasks of type run started, by
+	// task key (run.get only; a child run's parent_id is this run).
+	Children     map[string]string `json:"children,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Input        json.RawMessage   `json:"input,omitempty"`
 	Reason       string            `json:"reason,omitempty"`
@@ -172,6 +175,15 @@ type Task struct {
 	// without a claim (it stays set once raised).
 	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
 	Late                  bool   `json:"late,omitempty"`
+	// When and Trigger are the spec's condition and trigger rule (run.get
+	// only; docs/workflows.md). A task they decided against is skipped, its
+	// Error saying why.
+	When    string `json:"when,omitempty"`
+	Trigger string `json:"trigger,omitempty"`
+	// Finally: one of the run's finally tasks (run.get only).
+	Finally bool `json:"finally,omitempty"`
+	// ChildRun: the child run a task of type run started (run.get only).
+	ChildRun string `json:"child_run,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.

@@ -224,7 +224,7 @@ func groupState(states []string) string {
 
 // groupStateOrder is the order of the counts in a group's label.
 var groupStateOrder = []string{"succeeded", "running", "retrying", "ready", "pending", "failed",
-	"cancelled", "interrupted", "reverting", "reverted"}
+	"skipped", "cancelled", "interrupted", "reverting", "reverted"}
 
 // groupLabel is "fetch ×20  ✓14 ●4 ✗2" (the name cut to fit).
 func groupLabel(name string, states []string) string {

@@ -403,6 +403,13 @@ func (m *runDetail) key(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	if key.Matches(msg, k.Open) && m.selKey != "" && m.run != nil {
+		// A task of type run opens its child run; any other, the task.
+		for _, t := range m.run.Tasks {
+			if t.Key == m.selKey && t.ChildRun != "" {
+				m.post(openRunMsg{id: t.ChildRun})
+				return nil
+			}
+		}
 		m.post(openTaskMsg{runID: m.run.ID, key: m.selKey})
 	}
 	return nil

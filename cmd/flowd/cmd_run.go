@@ -89,6 +89,7 @@ var runCommand = &cli.Command{
 			},
 			Action: runReplayAction,
 		},
+		runRetryCommand,
 		{Name: "stats", Usage: "per-task attempts, queue wait and run time of a run", ArgsUsage: idArgs, Action: runStatsAction},
 	},
 }
@@ -300,6 +301,14 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	if r.ParentID != "" {
 		row(tw, "Parent:", r.ParentID+"  (short "+shortID(r.ParentID)+")")
 	}
+	if len(r.Children) > 0 {
+		var cs []string
+		for k, id := range r.Children {
+			cs = append(cs, k+"="+shortID(id))
+		}
+		sort.Strings(cs)
+		row(tw, "Children:", strings.Join(cs, " ")+"  (child runs by task)")
+	}
 	if len(r.Labels) > 0 {
 		var ls []string
 		for k, v := range r.Labels {
@@ -329,6 +338,8 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	for _, t := range r.Tasks {
 		out := ""
 		switch {
+		case t.State == domain.TaskSkipped:
+			out = oneLine(t.Error, 60) // why: "skipped: when is false: ..."
 		case t.Error != "":
 			out = "error: " + oneLine(t.Error, 60)
 		case len(t.Result) > 0:
@@ -336,6 +347,12 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 		}
 		if t.Reused {
 			out = strings.TrimSpace("(reused) " + out)
+		}
+		if t.ChildRun != "" && out == "" {
+			out = "child run " + shortID(t.ChildRun)
+		}
+		if t.Finally {
+			out = strings.TrimSpace("(finally) " + out)
 		}
 		out = timeNote(t, out)
 		deps := "-"

@@ -22,6 +22,7 @@ var taskCommand = &cli.Command{
 			ArgsUsage: "RUN/KEY or RUN KEY (RUN: the run id or any unique part of it)",
 			Action:    taskGetAction,
 		},
+		taskListCommand,
 	},
 }
 

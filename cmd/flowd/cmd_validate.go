@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/expr"
 )
 
 func init() { commands = append(commands, validateCommand) }
@@ -43,6 +44,7 @@ func validateSpec(b []byte) validation {
 		return validation{Problems: []domain.Problem{{Code: code, Path: "$", Message: err.Error()}}}
 	}
 	spec, err := domain.ParseSpec(js, domain.DefaultLimits)
+	err = expr.Validate(spec, err) // the when conditions compile
 	if err != nil {
 		if se, ok := errors.AsType[*domain.SpecError](err); ok {
 			return validation{Name: spec.Name, Tasks: len(spec.Tasks), Problems: se.Problems}

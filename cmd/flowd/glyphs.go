@@ -32,7 +32,7 @@ func stateColor(state string) string {
 		return "33"
 	case "reverting", "reverted":
 		return "35"
-	case "pending", "cancelled":
+	case "pending", "cancelled", "skipped":
 		return "90"
 	}
 	return "39"

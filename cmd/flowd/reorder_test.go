@@ -60,7 +60,7 @@ func TestShortID(t *testing.T) {
 }
 
 func TestStateGlyphs(t *testing.T) {
-	for _, s := range []string{"pending", "ready", "running", "retrying", "succeeded", "failed", "cancelled", "interrupted", "reverting", "reverted"} {
+	for _, s := range []string{"pending", "ready", "running", "retrying", "succeeded", "failed", "skipped", "cancelled", "interrupted", "reverting", "reverted"} {
 		if g := StateGlyph(s); g == "?" || StateLabel(s) != g+" "+s {
 			t.Errorf("state %s: glyph %q label %q", s, g, StateLabel(s))
 		}

@@ -157,6 +157,30 @@ func register(w *worker.Worker, j *recorder) {
 		return map[string]int{"count": count, "sum": sum}, nil
 	})
 
+	// for_each (examples/workflows/foreach.yaml): each element task gets
+	// its element as input.item; the loop task's dependents receive the
+	// element results as one list, in order.
+	handle("square-item", func(_ context.Context, t *worker.Task) (any, error) {
+		var in struct{ Item int }
+		if err := t.Decode(&in); err != nil {
+			return nil, worker.Permanent(err)
+		}
+		return in.Item * in.Item, nil
+	})
+	handle("gather", func(_ context.Context, t *worker.Task) (any, error) {
+		var squares []int
+		for key := range t.DepResults {
+			if err := decodeDep(t, key, &squares); err != nil {
+				return nil, worker.Permanent(err)
+			}
+		}
+		sum := 0
+		for _, s := range squares {
+			sum += s
+		}
+		return map[string]any{"count": len(squares), "sum": sum, "squares": squares}, nil
+	})
+
 	// A flaky call that succeeds on a later attempt.
 	handle("flaky-api", func(_ context.Context, t *worker.Task) (any, error) {
 		var in struct {

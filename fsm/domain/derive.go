@@ -33,7 +33,12 @@ func DeriveRunState(current RunState, tasks []TaskState) RunState {
 //
 // Forward execution (pending, running), by precedence:
 //
-//	cancelled > failed > all succeeded > any started > pending
+//	cancelled > failed > all succeeded (or skipped) > any started > pending
+//
+// A skipped task (decided by a trigger rule or a condition, from
+// state-machine version 2) counts like a succeeded one: a run whose tasks
+// all succeeded or were skipped succeeded. A run that uses decisions is
+// derived by DeriveDecided.
 //
 // where "started" is any task past pending (ready, running, retrying,
 // succeeded): admission promotes a run's roots to ready, so an admitted run
@@ -59,7 +64,7 @@ func Derive(current RunState, c TaskCounts) RunState {
 			return RunCancelled
 		case c[TaskFailed] > 0:
 			return RunFailed
-		case c[TaskSucceeded] == total:
+		case c[TaskSucceeded]+c[TaskSkipped] == total:
 			return RunSucceeded
 		case c[TaskPending] == total:
 			return current

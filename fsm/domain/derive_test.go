@@ -109,7 +109,7 @@ func referenceDerive(current RunState, tasks []TaskState) RunState {
 			case TaskFailed:
 				anyFailed = true
 			}
-			if s != TaskSucceeded {
+			if s != TaskSucceeded && s != TaskSkipped {
 				allSucceeded = false
 			}
 			if s != TaskPending {

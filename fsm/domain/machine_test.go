@@ -98,25 +98,27 @@ func TestTaskEdges(t *testing.T) {
 }
 
 func TestTerminalSets(t *testing.T) {
-	for _, s := range []RunState{RunSucceeded, RunCancelled, RunReverted} {
+	for _, s := range []RunState{RunSucceeded, RunReverted} {
 		if !s.Final() || !s.Done() || len(RunMachine.EdgesFrom(s)) != 0 {
 			t.Errorf("run %s: want final, done, no edges (edges %v)", s, RunMachine.EdgesFrom(s))
 		}
 	}
-	if RunFailed.Final() || !RunFailed.Done() {
-		t.Errorf("run failed: want settled (done, not final)")
+	for _, s := range []RunState{RunFailed, RunCancelled} {
+		if s.Final() || !s.Done() {
+			t.Errorf("run %s: want settled (done, not final)", s)
+		}
 	}
 	for _, s := range []RunState{RunPending, RunRunning, RunInterrupted, RunReverting} {
 		if s.Final() || s.Done() {
 			t.Errorf("run %s must not be done", s)
 		}
 	}
-	for _, s := range []TaskState{TaskCancelled, TaskReverted} {
+	for _, s := range []TaskState{TaskReverted} {
 		if !s.Final() || !s.Done() || len(TaskMachine.EdgesFrom(s)) != 0 {
 			t.Errorf("task %s: want final, done, no edges", s)
 		}
 	}
-	for _, s := range []TaskState{TaskSucceeded, TaskFailed} {
+	for _, s := range []TaskState{TaskSucceeded, TaskFailed, TaskSkipped, TaskCancelled} {
 		if s.Final() || !s.Done() {
 			t.Errorf("task %s: want settled (done, not final)", s)
 		}
@@ -264,7 +266,7 @@ func TestValidateRealTableVariants(t *testing.T) {
 		t.Errorf("duplicate claim: %v", err)
 	}
 
-	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 18 { // 16 + timeout, signal
+	if TaskMachine.HasState("interrupted") || len(TaskMachine.Edges) != 26 { // 16 + timeout, signal, skip, condition_failed, wake, gather(_failed), child_succeeded/failed, reset
 		t.Errorf("the global task table was modified")
 	}
 }
@@ -374,9 +376,9 @@ func TestCanEdgesFromEdgeBetween(t *testing.T) {
 		RunRunning:     {EdgeSucceed, EdgeFail, EdgeCancel, EdgeInterrupt, EdgeRevert},
 		RunInterrupted: {EdgeResume, EdgeRevert, EdgeCancelInterrupted},
 		RunReverting:   {EdgeCancel, EdgeInterrupt, EdgeReverted, EdgeRevertFailed},
-		RunFailed:      {EdgeRevert},
+		RunFailed:      {EdgeRevert, EdgeRetry},
 		RunSucceeded:   nil,
-		RunCancelled:   nil,
+		RunCancelled:   {EdgeRetry},
 		RunReverted:    nil,
 	}
 	for s, names := range want {
@@ -384,7 +386,7 @@ func TestCanEdgesFromEdgeBetween(t *testing.T) {
 			t.Errorf("EdgesFrom(%s) = %v, want %v (table order)", s, got, names)
 		}
 	}
-	if got := TaskMachine.EdgesFrom(TaskPending); !slices.Equal(got, []string{EdgeDependenciesSatisfied, EdgeCancelPending, EdgeReuseResult}) {
+	if got := TaskMachine.EdgesFrom(TaskPending); !slices.Equal(got, []string{EdgeDependenciesSatisfied, EdgeCancelPending, EdgeReuseResult, EdgeSkip, EdgeConditionFailed}) {
 		t.Errorf("task EdgesFrom(pending) = %v", got)
 	}
 	if got := RunMachine.EdgesFrom("bogus"); got != nil {

@@ -13,6 +13,10 @@ type Spec struct {
 	// once it passes the run is cancelled (reverted with on_failure revert).
 	DeadlineMS int64      `json:"deadline_ms,omitempty"`
 	Tasks      []TaskSpec `json:"tasks"`
+	// Finally are the run's exit handlers: tasks that run once the body
+	// (Tasks) reached its outcome, whatever it is (finally.go). Since
+	// version 2.
+	Finally []TaskSpec `json:"finally,omitempty"`
 }
 
 // TaskSpec is one task of a workflow, or a child spawned by a completing
@@ -40,6 +44,26 @@ type TaskSpec struct {
 	// "fail" (the default, also when empty) or "alert"
 	// (ScheduleToStartPolicies).
 	ScheduleToStartPolicy string `json:"schedule_to_start_policy,omitempty"`
+	// When is a condition (a CEL expression, fsm/expr) over the run's
+	// input, labels and the task's dependencies, evaluated once they have
+	// settled: false skips the task (decide.go). Since version 2.
+	When string `json:"when,omitempty"`
+	// Trigger is the task's trigger rule (Triggers; "" = all_succeeded).
+	// Since version 2.
+	Trigger string `json:"trigger,omitempty"`
+	// DurationMS and Until are a sleep task's timer (sleep.go): how long
+	// it sleeps once ready, or until when (RFC 3339). Since version 2.
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Until      string `json:"until,omitempty"`
+	// ForEach is a CEL expression giving a list: the task expands into one
+	// task per element when it would become ready; MaxParallel caps how
+	// many of them run at once (0: no cap). Since version 2 (loop.go).
+	ForEach     string `json:"for_each,omitempty"`
+	MaxParallel int    `json:"max_parallel,omitempty"`
+	// Definition makes a task of type run a child run of this stored
+	// definition ("name" or "name@version"), its input the task's input
+	// (child.go). Since version 2.
+	Definition string `json:"definition,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a
@@ -164,6 +188,12 @@ func (s Spec) NormalizeWith(maxAttempts int) Spec {
 	out.Tasks = make([]TaskSpec, len(s.Tasks))
 	for i, t := range s.Tasks {
 		out.Tasks[i] = t.NormalizeWith(maxAttempts)
+	}
+	if len(s.Finally) > 0 {
+		out.Finally = make([]TaskSpec, len(s.Finally))
+		for i, t := range s.Finally {
+			out.Finally[i] = t.NormalizeWith(maxAttempts)
+		}
 	}
 	return out
 }

@@ -36,12 +36,16 @@ const (
 	TaskCancelled TaskState = "cancelled"
 	TaskReverting TaskState = "reverting"
 	TaskReverted  TaskState = "reverted"
+	// TaskSkipped: the task's trigger rule or its when condition decided
+	// not to run it (decide.go). Settled, not a failure: the run's state
+	// counts it like a success.
+	TaskSkipped TaskState = "skipped"
 )
 
 // TaskStates is the task-state enum in display order.
 var TaskStates = []TaskState{
 	TaskPending, TaskReady, TaskRunning, TaskRetrying,
-	TaskSucceeded, TaskFailed, TaskCancelled, TaskReverting, TaskReverted,
+	TaskSucceeded, TaskFailed, TaskSkipped, TaskCancelled, TaskReverting, TaskReverted,
 }
 
 // Valid reports whether s is a member of the run-state enum.

@@ -9,10 +9,12 @@ import (
 // none): the same name in another case or spelling style (maxAttempts,
 // Max-Attempts for max_attempts), else the nearest within two edits.
 // Ties go to the first in sorted order, so the answer is deterministic.
-func suggestField(k string, known map[string]bool) string {
-	names := make([]string, 0, len(known))
-	for n := range known {
-		names = append(names, n)
+func suggestField(k string, known []map[string]bool) string {
+	var names []string
+	for _, kn := range known {
+		for n := range kn {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	fold := func(s string) string {

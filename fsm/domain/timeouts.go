@@ -69,8 +69,8 @@ func validateTimeouts(t TaskSpec, path string, lim Limits) problems {
 		if t.ScheduleToStartMS != 0 {
 			ps.add(CodeBadTimeout, path+".schedule_to_start_ms", "a wait task is never claimed: use timeout_ms to bound its wait")
 		}
-	} else if t.Signal != "" {
-		ps.add(CodeBadSignal, path+".signal", "only a task of type %q listens for a signal; set type to %q or drop signal", TypeWait, TypeWait)
+	} else if t.Signal != "" && !t.IsSleep() {
+		ps.add(CodeBadSignal, path+".signal", "only a task of type %q (or %q) listens for a signal; set type to %q or drop signal", TypeWait, TypeSleep, TypeWait)
 	}
 	if t.Signal != "" && (!ValidKey(t.Signal) || len(t.Signal) > lim.MaxKeyLen) {
 		ps.add(CodeBadSignal, path+".signal", "signal %q must be 1-%d letters, digits, '_', '.', ':' or '-'", t.Signal, lim.MaxKeyLen)

@@ -74,9 +74,16 @@ func (ps problems) err() error {
 
 var (
 	specFields = fields("name", "on_failure", "deadline_ms", "tasks")
-	taskFields = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
+	// specFieldsV2 are the spec fields of state-machine version 2, read by
+	// the general path only (as taskFieldsV2).
+	specFieldsV2 = fields("finally")
+	taskFields   = fields("key", "type", "queue", "input", "deps", "retry", "lease_ms", "priority", "revert_type",
 		"timeout_ms", "schedule_to_start_ms", "signal", "schedule_to_start_policy")
-	retryFields = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
+	// taskFieldsV2 are the task fields of state-machine version 2: the
+	// general path reads them; the fast path (fastspec.go) does not know
+	// them, so a spec using them is always parsed field by field.
+	taskFieldsV2 = fields("when", "trigger", "duration_ms", "until", "for_each", "max_parallel", "definition")
+	retryFields  = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
 
 // ParseSpec decodes a JSON workflow spec and validates it, returning every
@@ -98,7 +105,7 @@ func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 		ps.add(CodeBadJSON, "$", "a workflow spec must be a JSON object: %v", errOrNull(err))
 		return spec, ps.err()
 	}
-	ps.unknown("", top, specFields)
+	ps.unknown("", top, specFields, specFieldsV2)
 	decodeField(&ps, top, "name", "name", &spec.Name)
 	decodeField(&ps, top, "on_failure", "on_failure", &spec.OnFailure)
 	decodeField(&ps, top, "deadline_ms", "deadline_ms", &spec.DeadlineMS)
@@ -107,6 +114,11 @@ func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 	for i, rt := range tasks {
 		path := fmt.Sprintf("tasks[%d]", i)
 		spec.Tasks = append(spec.Tasks, parseTask(&ps, path, rt))
+	}
+	var finally []json.RawMessage
+	decodeField(&ps, top, "finally", "finally", &finally)
+	for i, rt := range finally {
+		spec.Finally = append(spec.Finally, parseTask(&ps, fmt.Sprintf("finally[%d]", i), rt))
 	}
 	if len(ps) > 0 {
 		// Report structural problems together with semantic ones.
@@ -134,7 +146,7 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 		ps.add(CodeBadJSON, path, "a task must be a JSON object")
 		return t
 	}
-	ps.unknown(path+".", m, taskFields)
+	ps.unknown(path+".", m, taskFields, taskFieldsV2)
 	decodeField(ps, m, "key", path+".key", &t.Key)
 	decodeField(ps, m, "type", path+".type", &t.Type)
 	decodeField(ps, m, "queue", path+".queue", &t.Queue)
@@ -146,6 +158,13 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	decodeField(ps, m, "schedule_to_start_ms", path+".schedule_to_start_ms", &t.ScheduleToStartMS)
 	decodeField(ps, m, "signal", path+".signal", &t.Signal)
 	decodeField(ps, m, "schedule_to_start_policy", path+".schedule_to_start_policy", &t.ScheduleToStartPolicy)
+	decodeField(ps, m, "when", path+".when", &t.When)
+	decodeField(ps, m, "trigger", path+".trigger", &t.Trigger)
+	decodeField(ps, m, "duration_ms", path+".duration_ms", &t.DurationMS)
+	decodeField(ps, m, "until", path+".until", &t.Until)
+	decodeField(ps, m, "for_each", path+".for_each", &t.ForEach)
+	decodeField(ps, m, "max_parallel", path+".max_parallel", &t.MaxParallel)
+	decodeField(ps, m, "definition", path+".definition", &t.Definition)
 	if in, ok := m["input"]; ok && !bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		t.Input = compact(in)
 	}
@@ -166,10 +185,10 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	return t
 }
 
-func (ps *problems) unknown(prefix string, m map[string]json.RawMessage, known map[string]bool) {
+func (ps *problems) unknown(prefix string, m map[string]json.RawMessage, known ...map[string]bool) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
-		if !known[k] {
+		if !slices.ContainsFunc(known, func(kn map[string]bool) bool { return kn[k] }) {
 			keys = append(keys, k)
 		}
 	}
@@ -224,6 +243,7 @@ func validateSpec(s Spec, lim Limits) problems {
 		ps.add(CodeBadTimeout, "deadline_ms", "deadline_ms %d must be between 1 and %d (0 means none)", s.DeadlineMS, MaxTimeoutMS)
 	}
 	ps = append(ps, validateTasks(s.Tasks, "tasks", nil, lim)...)
+	ps = append(ps, validateFinally(s, lim)...)
 	return ps
 }
 
@@ -276,6 +296,10 @@ func validateTasks(tasks []TaskSpec, prefix string, existing map[string]bool, li
 			ps.add(CodeBadLease, path+".lease_ms", "lease_ms %d is below the minimum of 100", t.LeaseMS)
 		}
 		ps = append(ps, validateTimeouts(t, path, lim)...)
+		ps = append(ps, validateDecisions(t, path, prefix)...)
+		ps = append(ps, validateSleep(t, path, prefix)...)
+		ps = append(ps, validateLoop(t, path, prefix)...)
+		ps = append(ps, validateChild(t, path, prefix, lim)...)
 		if r := t.Retry; r != nil {
 			rp := path + ".retry"
 			if r.MaxAttempts < 0 || r.MaxAttempts > lim.MaxAttempts {

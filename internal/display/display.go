@@ -17,6 +17,7 @@ var Glyphs = map[string]string{
 	"retrying":    "…",
 	"succeeded":   "✓",
 	"failed":      "✗",
+	"skipped":     "↷",
 	"cancelled":   "⊘",
 	"interrupted": "‖",
 	"reverting":   "↺",

@@ -11,6 +11,7 @@ func TestFormats(t *testing.T) {
 		got, want string
 	}{
 		{Label("succeeded"), "✓ succeeded"},
+		{Label("skipped"), "↷ skipped"},
 		{Label(""), "-"},
 		{Glyph("nope"), "?"},
 		{ShortID("01a22ad1-60cd-74fe-a419-b785683f2c7e"), "b785683f2c7e"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,17 +17,35 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
 // The rolling-upgrade tests run two binaries that differ in one rule: the
-// release (flowdBin) and one built with -tags flowd_testv2, which applies
-// state-machine version 2 and, from it on, labels every new run
-// flowd.fsm_version=2 (fsm/version_max_testv2.go).
+// release (flowdBin, newest version fsm.MaxVersion) and one built with
+// -tags flowd_testv2, which applies one version more (the probe) and, from
+// it on, labels every new run flowd.fsm_version=<probe>
+// (fsm/version_max_testv2.go). A fresh cluster of the release starts at
+// the release's newest version (daemon/upgrade_fresh.go).
 
 const probeLabel = "flowd.fsm_version"
+
+var (
+	releaseV = int(fsm.MaxVersion)
+	probeV   = releaseV + 1
+	probeVal = strconv.Itoa(probeV)
+)
+
+// waitRelease waits until a fresh cluster of the release raised itself to
+// the release's newest version, then gives it work (a run), so that it is
+// no longer fresh: from then on only a finalize raises it.
+func (c *cluster) waitRelease() {
+	c.t.Helper()
+	c.fsmVersions(func(v *rpc.FSMVersion) bool { return v.Active == releaseV })
+	c.submitProbe(c.agents[0])
+}
 
 var (
 	v2Once sync.Once
@@ -307,6 +326,7 @@ func (c *cluster) submitProbe(a *agent) map[string]map[string]string {
 func TestRollingUpgradeUnderLoad(t *testing.T) {
 	v2 := flowdV2Bin(t)
 	c := startCluster(t, 3)
+	c.waitRelease()
 	for _, a := range c.agents {
 		a.args = append(a.args, "--upgrade-auto-finalize", "-1s") // finalized by hand below
 	}
@@ -317,7 +337,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		load.pause()
 		sameState(t, c)
 		for id, v := range c.fsmVersions(func(*rpc.FSMVersion) bool { return true }) {
-			if v.Active != 1 {
+			if v.Active != releaseV {
 				t.Fatalf("%s: %s at active version %d before finalize", what, id, v.Active)
 			}
 		}
@@ -331,7 +351,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		load.grow(50) // under load when the next agent is replaced
 	}
 	step("all on the release")
-	// Upgrade n1, roll it back (allowed: the active version is still 1),
+	// Upgrade n1, roll it back (allowed: the active version is still the release's),
 	// and upgrade it again; then the others, the leader among them.
 	c.replace(c.agents[0], v2)
 	step("n1 upgraded")
@@ -348,35 +368,35 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	}
 	out, err := flowd("-o", "json", "operator", "upgrade", "status")
 	var st rpc.UpgradeStatus
-	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Active != 1 || st.Target != 2 || st.Blocker != "" || len(st.Members) != 3 {
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil || st.Active != releaseV || st.Target != probeV || st.Blocker != "" || len(st.Members) != 3 {
 		t.Fatalf("upgrade status: %v\n%s", err, out)
 	}
-	if out, err := flowd("operator", "upgrade", "finalize"); err != nil || !strings.Contains(out, "raised from 1 to 2") {
+	if out, err := flowd("operator", "upgrade", "finalize"); err != nil || !strings.Contains(out, fmt.Sprintf("raised from %d to %d", releaseV, probeV)) {
 		t.Fatalf("finalize: %v\n%s", err, out)
 	}
-	c.fsmVersions(func(v *rpc.FSMVersion) bool { return v.Active == 2 && v.Max == 2 })
+	c.fsmVersions(func(v *rpc.FSMVersion) bool { return v.Active == probeV && v.Max == probeV })
 	for _, via := range c.agents {
 		for id, labels := range c.submitProbe(via) {
-			if labels[probeLabel] != "2" {
+			if labels[probeLabel] != probeVal {
 				t.Fatalf("after finalize, a run submitted through %s has no %s on %s: %v", via.id, probeLabel, id, labels)
 			}
 		}
 	}
-	if out, err := flowd("operator", "upgrade", "finalize"); err != nil || !strings.Contains(out, "already at version 2") {
+	if out, err := flowd("operator", "upgrade", "finalize"); err != nil || !strings.Contains(out, "already at version "+probeVal) {
 		t.Fatalf("finalize again: %v\n%s", err, out)
 	}
 	n := load.end()
 	sameState(t, c)
 	t.Logf("%d jobs through the rolling upgrade, none lost or doubled", n)
 
-	// The release cannot apply version 2: on the upgraded data it refuses
+	// The release cannot apply the probe version: on the upgraded data it refuses
 	// to start, exit 78, naming the versions; the upgraded binary rejoins.
 	last := c.agents[2]
 	c.replace(last, flowdBin)
 	if code := waitExit(t, last, 20*time.Second); code != 78 {
-		t.Fatalf("the release on version-2 data exited %d, want 78\n%s", code, tail(agentLog(last), 10))
+		t.Fatalf("the release on version-%d data exited %d, want 78\n%s", probeV, code, tail(agentLog(last), 10))
 	}
-	if log := agentLog(last); !strings.Contains(log, "state-machine version 2") || !strings.Contains(log, "applies versions 1-1") {
+	if log := agentLog(last); !strings.Contains(log, "state-machine version "+probeVal) || !strings.Contains(log, fmt.Sprintf("applies versions 1-%d", releaseV)) {
 		t.Fatalf("the refusal does not name the versions:\n%s", tail(log, 10))
 	}
 	last.bin = v2
@@ -384,18 +404,19 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	sameState(t, c)
 }
 
-// With --upgrade-auto-finalize, a cluster whose voters all apply version 2
-// is raised to it by the leader without an operator.
+// With --upgrade-auto-finalize, a cluster whose voters all apply the probe
+// version is raised to it by the leader without an operator.
 func TestUpgradeAutoFinalize(t *testing.T) {
 	v2 := flowdV2Bin(t)
 	c := startCluster(t, 3)
+	c.waitRelease()
 	for _, a := range c.agents {
 		a.args = append(a.args, "--upgrade-auto-finalize", "1s")
 		c.replace(a, v2)
 	}
-	c.fsmVersions(func(v *rpc.FSMVersion) bool { return v.Active == 2 })
+	c.fsmVersions(func(v *rpc.FSMVersion) bool { return v.Active == probeV })
 	for id, labels := range c.submitProbe(c.agents[1]) {
-		if labels[probeLabel] != "2" {
+		if labels[probeLabel] != probeVal {
 			t.Fatalf("no %s on %s after auto-finalize: %v", probeLabel, id, labels)
 		}
 	}

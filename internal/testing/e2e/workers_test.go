@@ -18,6 +18,7 @@ import (
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
+	"github.com/flowd/flowd/rpc/defrpc"
 )
 
 // repoRoot is the repository root: this package is internal/testing/e2e.
@@ -263,6 +264,7 @@ func TestHandlerPanicFailsTaskWorkerLivesOn(t *testing.T) {
 // worker, and the two scripts submit and wait over the raw protocol.
 func TestExamples(t *testing.T) {
 	c := startCluster(t, 3)
+	c.waitNewest() // decide.yaml uses version 2
 	cl := c.client()
 	w := startWorker(t, c, "wx")
 	result := func(id, key string) map[string]any {
@@ -282,6 +284,36 @@ func TestExamples(t *testing.T) {
 	if r := waitRun(t, cl, id, 20*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/call-api").Attempt != 3 {
 		t.Fatalf("flaky: %s", r.State)
 	}
+	id = submit(t, cl, workflow(t, "decide.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed || task(t, cl, id+"/page-oncall").State != domain.TaskSucceeded ||
+		task(t, cl, id+"/announce").State != domain.TaskSkipped {
+		t.Fatalf("decide: %s", r.State)
+	}
+	if _, err := defrpc.Put(t.Context(), cl, defrpc.PutParams{Workflow: workflow(t, "etl.yaml")}); err != nil {
+		t.Fatal(err)
+	}
+	id = submit(t, cl, workflow(t, "child.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
+		t.Fatalf("child: %s", r.State)
+	}
+	id = submit(t, cl, workflow(t, "foreach.yaml"))
+	if r := waitRun(t, cl, id, 60*time.Second); r.State != domain.RunSucceeded || result(id, "total")["count"] != 20.0 {
+		t.Fatalf("foreach: %s %v", r.State, result(id, "total"))
+	}
+	id = submit(t, cl, workflow(t, "sleep.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/cool-down").Attempts != nil {
+		t.Fatalf("sleep: %s", r.State)
+	}
+	id = submit(t, cl, workflow(t, "retry.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed {
+		t.Fatalf("retry: %s before the retry", r.State)
+	}
+	if _, err := cl.RetryRun(t.Context(), rpc.RetryParams{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
+		t.Fatalf("retry: %s after the retry", r.State)
+	}
 	id = submit(t, cl, workflow(t, "saga.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted {
 		t.Fatalf("saga: %s", r.State)
@@ -294,6 +326,10 @@ func TestExamples(t *testing.T) {
 	}
 	if strings.Join(reverts, "|") != "call refund charge-card revert|call release reserve-hotel revert" {
 		t.Fatalf("compensations out of reverse dependency order: %v", reverts)
+	}
+	id = submit(t, cl, workflow(t, "finally.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunReverted || task(t, cl, id+"/report").State != domain.TaskSucceeded {
+		t.Fatalf("finally: %s", r.State)
 	}
 	id = submit(t, cl, workflow(t, "long.yaml"))
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded || task(t, cl, id+"/crunch").Attempt != 1 {

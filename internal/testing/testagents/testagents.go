@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/daemon"
+	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
@@ -80,6 +81,16 @@ func StartWith(t testing.TB, n int, log *slog.Logger, tweak func(*daemon.Config)
 	for _, a := range c.Agents {
 		if _, err := RaftNode(a).WaitForLeader(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// A fresh cluster raises itself to the newest state-machine version at
+	// once (daemon/upgrade_fresh.go); tests start from there.
+	for _, a := range c.Agents {
+		for a.Node().FSM().ActiveVersion() != fsm.MaxVersion {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: active state-machine version %d, never raised to %d", a.Config().NodeID, a.Node().FSM().ActiveVersion(), fsm.MaxVersion)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	return c

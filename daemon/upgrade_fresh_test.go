@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/rpc"
+)
+
+// waitFresh waits until every agent applied the fresh cluster's raise to
+// the newest state-machine version (upgrade_fresh.go).
+func waitFresh(t testing.TB, ctx context.Context, agents []*Agent) {
+	t.Helper()
+	for _, a := range agents {
+		for a.state.ActiveVersion() != fsm.MaxVersion {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: active state-machine version %d, never raised to %d", a.cfg.NodeID, a.state.ActiveVersion(), fsm.MaxVersion)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// A fresh cluster starts at the newest version without a finalize and with
+// auto-finalize off (startAgents' config has none), and then accepts a
+// workflow that uses it.
+func TestFreshClusterStartsAtTheNewestVersion(t *testing.T) {
+	agents := startAgents(t, 3) // waits for the raise (waitFresh)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := client(t, agents[0])
+	_, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t","when":"true"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fp freshPoller
+	if _, ok := fp.next(agents[0]); ok {
+		t.Fatal("the fresh check still runs on a cluster at its newest version with a run")
+	}
+}
+
+// The agent refuses a spec with version-2 fields while the cluster runs
+// version 1, naming the version and the finalize command, before anything
+// is proposed.
+func TestSpecWithV2FieldsRefusedBelowV2(t *testing.T) {
+	spec := domain.Spec{Tasks: []domain.TaskSpec{{Key: "a", Type: "t", When: "true"}}}
+	err := fsm.SpecNeedsVersion(spec, fsm.V1)
+	if !errors.Is(err, fsm.ErrNeedsVersion) || !strings.Contains(err.Error(), "flowd operator upgrade finalize") {
+		t.Fatalf("got %v", err)
+	}
+	var e *rpc.Error
+	if !errors.As(rpc.ToError(err), &e) || e.Code != rpc.CodeInvalidParams {
+		t.Fatalf("wire error %v", rpc.ToError(err))
+	}
+}
