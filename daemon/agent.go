@@ -26,6 +26,7 @@ type Agent struct {
 	log     *slog.Logger
 	specs   specCache    // parsed run.submit specs (speccache.go)
 	upgrade upgradeState // the leader's auto-finalize clock (upgrade.go)
+	fresh   freshGate    // a fresh cluster's first writes wait for its version (upgrade_fresh.go)
 	// unknownClaims: claims this agent gave a request id (the client sent
 	// none) whose outcome is unknown; the worker's next claim re-sends the
 	// id (taskClaim).

@@ -46,6 +46,7 @@ func (a *Agent) definitionPut(ctx context.Context, p defrpc.PutParams) (defrpc.P
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodDefinitionPut, p, func(ctx context.Context) (defrpc.PutResult, error) {
+		a.raiseIfFresh(ctx)
 		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
 		err = expr.Validate(spec, err) // the when conditions compile
 		if err == nil {

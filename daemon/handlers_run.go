@@ -80,6 +80,7 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	// follower forwards the params as they came and relays the leader's
 	// answer (a bad spec gets the same -32003 either way).
 	return onLeader(ctx, a.proxy, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+		a.raiseIfFresh(ctx)
 		if defName != "" {
 			r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.SubmitDefinition{Definition: defName, Version: defVersion,
 				ID: p.ID, Input: p.Input, Labels: p.Labels, IfFull: p.IfFull, Nonce: p.Nonce, StartAt: startAt, DelayMS: p.DelayMS}, grouped)

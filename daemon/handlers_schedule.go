@@ -74,6 +74,7 @@ func (a *Agent) scheduleCreate(ctx context.Context, p schedrpc.CreateParams) (sc
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	return onLeader(ctx, a.proxy, rpc.MethodScheduleCreate, p, func(ctx context.Context) (schedrpc.CreateResult, error) {
+		a.raiseIfFresh(ctx)
 		spec, err := domain.ParseSpec(p.Workflow, a.state.Limits())
 		err = cond.Validate(spec, err) // the when conditions compile
 		if err == nil {

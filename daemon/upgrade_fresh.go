@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/flowd/flowd/fsm"
@@ -58,4 +59,68 @@ func (a *Agent) finalizeFresh(ctx context.Context, p *freshPoller) bool {
 	}
 	p.slow = !res.Changed
 	return res.Changed
+}
+
+// freshGate closes the race between a fresh cluster's first write and the
+// upgrade loop's raise: the writes that end freshness (a submit, a
+// definition, a schedule) first raise the version themselves, on the
+// leader, while the state is still fresh, so a workflow submitted right
+// after `flowd dev` starts may already use what its release brings. A
+// member that has just started may not answer yet (its forwarding address
+// is published by an entry of its own), so the gate tries for up to
+// freshGateWait before it lets the write through at the version it has;
+// one attempt at a time, and after a wait that raised nothing (an older or
+// missing voter) none for freshPollSlow, so a busy fresh cluster does not
+// wait on every write.
+type freshGate struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// freshGateWait bounds how long a fresh cluster's first write waits for
+// its members to answer before it is proposed at the active version.
+const freshGateWait = 3 * time.Second
+
+// raiseIfFresh is called by the leader before proposing a write that ends
+// freshness. It never fails the write: a raise that is not possible leaves
+// the version as it is and the write proposed at it.
+func (a *Agent) raiseIfFresh(ctx context.Context) {
+	if a.state == nil || a.state.ActiveVersion() >= fsm.MaxVersion {
+		return
+	}
+	f, ok := a.state.(interface{ Fresh() bool })
+	if !ok {
+		return
+	}
+	g := &a.fresh
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if time.Since(g.last) < freshPollSlow {
+		return
+	}
+	deadline := time.Now().Add(freshGateWait)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for a.state.ActiveVersion() < fsm.MaxVersion && f.Fresh() {
+		var p freshPoller
+		if a.finalizeFresh(ctx, &p) {
+			return // raised
+		}
+		if p.slow { // every voter answered: none applies anything newer
+			g.last = time.Now()
+			return
+		}
+		if time.Now().After(deadline) {
+			a.log.Info("fresh cluster: not every voter answered with its versions; this write goes in at the active version",
+				"active", a.state.ActiveVersion(), "newest", fsm.MaxVersion)
+			g.last = time.Now()
+			return
+		}
+		t.Reset(freshPollFast)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

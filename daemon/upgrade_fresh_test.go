@@ -59,3 +59,25 @@ func TestSpecWithV2FieldsRefusedBelowV2(t *testing.T) {
 		t.Fatalf("wire error %v", rpc.ToError(err))
 	}
 }
+
+// The first write of a fresh cluster does not race the upgrade loop: a
+// submit that reaches the leader while the state is fresh and below the
+// newest version raises the version first, so a workflow that needs the
+// new version is accepted at once (the seam agent runs no upgrade loop:
+// only the gate can have raised it). Once the state holds a run the gate
+// no longer raises anything.
+func TestFirstWriteOfAFreshClusterRaisesTheVersionFirst(t *testing.T) {
+	a, _ := oneNodeAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if v := a.state.ActiveVersion(); v != fsm.V1 {
+		t.Fatalf("a new one-node cluster without the upgrade loop runs version %d, want 1", v)
+	}
+	sub, err := a.runSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"t","when":"true"}]}`)})
+	if err != nil || !sub.Created {
+		t.Fatalf("first submit with a when condition on a fresh cluster: %+v %v", sub, err)
+	}
+	if v := a.state.ActiveVersion(); v != fsm.MaxVersion {
+		t.Fatalf("after the first submit the cluster runs version %d, want %d", v, fsm.MaxVersion)
+	}
+}

@@ -402,9 +402,25 @@ func (a *applier) applyReplay(c *Replay) any {
 			}
 		}
 	}
-	r, err := a.createRun(c.NewID, *spec, input, p.Labels, p.ID, reuse, "", "")
+	r, err := a.createRun(c.NewID, *spec, input, a.replayLabels(p.Labels), p.ID, reuse, "", "")
 	if err != nil {
 		return err
 	}
 	return &SubmitResult{ID: r.ID, State: r.State, Created: true}
+}
+
+// replayLabels are the labels a replay takes from its parent: all of them,
+// but from V2 not the schedule's (domain.ScheduleLabel): a replay is started
+// by an operator, not by the schedule, and must not count among its runs.
+func (a *applier) replayLabels(labels map[string]string) map[string]string {
+	if _, ok := labels[domain.ScheduleLabel]; !ok || !a.atLeast(V2) {
+		return labels
+	}
+	out := make(map[string]string, len(labels)-1)
+	for k, v := range labels {
+		if k != domain.ScheduleLabel {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -182,6 +182,8 @@ type Rule struct {
 var Rules = append([]Rule{
 	{Name: "decisions", Since: V2,
 		Doc: "a task may have a trigger rule and a when condition; a task they decide against is skipped; a run that uses them keeps running after a failure until every task settled"},
+	{Name: "replay_drops_schedule_label", Since: V2,
+		Doc: "a replay of a run a schedule started does not carry the schedule's label (flowd.schedule)"},
 }, rulesOfBuild...)
 
 // byType indexes commands by type number (without IgnoreUnknown).

@@ -358,3 +358,22 @@ func TestSchedulesChangedOnlyOnScheduleCommits(t *testing.T) {
 		t.Fatal("pausing a schedule did not wake the schedule waiters")
 	}
 }
+
+// A replay is the operator's run, not the schedule's: from V2 it does not
+// take the flowd.schedule label (below V2 it does, as every release did).
+func TestReplayOfAScheduledRunDropsTheScheduleLabelFromV2(t *testing.T) {
+	for _, v := range []Version{V1, V2} {
+		h := newSem(t)
+		h.ok(&SetVersion{Version: v})
+		h.createSchedule("s1", "")
+		res := h.fireDue("s1")
+		h.finish(res.RunID)
+		newID := "replay"
+		h.ok(&Replay{ParentID: res.RunID, NewID: newID})
+		r, _ := h.run(newID)
+		_, has := r.Labels[domain.ScheduleLabel]
+		if has != (v < V2) || r.Labels["team"] != "data" {
+			t.Fatalf("at V%d: replay labels %v, want the schedule label %v and team=data", v, r.Labels, v < V2)
+		}
+	}
+}

@@ -107,6 +107,11 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(run["state"], "cancelled")
         with self.assertRaises(flowd.IllegalTransition):
             self.c.resume(r["id"])
+        rt = self.c.retry(r["id"])  # in place: the cancelled task is pending again
+        self.assertEqual((rt["id"], rt["state"]), (r["id"], "running"))
+        self.assertEqual(self.c.get(r["id"])["state"], "running")
+        self.c.cancel(r["id"], reason="test")
+        self.assertEqual(self.c.wait(r["id"], timeout=10)["state"], "cancelled")
         rp = self.c.replay(r["id"])
         self.assertTrue(rp["created"])
         self.assertEqual(self.c.get(rp["id"])["parent_id"], r["id"])

@@ -475,10 +475,14 @@ class Client:
         return self.call("run.replay", _clean({"id": run_id, "new_id": new_id or new_run_id(), "input": input,  # type: ignore[no-any-return]
                                                "reuse_succeeded": reuse_succeeded or None}), mode=ALL)
 
-    def retry(self, run_id: str, input: Any = None) -> Dict[str, Any]:
-        """Run a failed run again, keeping what succeeded: a replay with
-        ``reuse_succeeded`` (the protocol has no separate retry verb)."""
-        return self.replay(run_id, input, reuse_succeeded=True)
+    def retry(self, run_id: str, task: Optional[str] = None) -> Dict[str, Any]:
+        """Run a failed or cancelled run again in place (``run.retry``): its
+        failed and cancelled tasks (or only ``task``) go back to pending, the
+        run back to running, the same run id; what succeeded keeps its
+        result. Sent at most once (a repeat after it took effect is refused
+        because the run is running again): read the run to learn whether a
+        call that got no answer took effect."""
+        return self.call("run.retry", _clean({"id": run_id, "task": task}), mode=UNSENT)  # type: ignore[no-any-return]
 
     def stats(self, run_id: str) -> Dict[str, Any]:
         return self.call("run.stats", {"id": run_id}, mode=ALL)  # type: ignore[no-any-return]
