@@ -110,9 +110,11 @@ func offlineNode(cfg Config, catchUp bool) (*Node, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("data dir is required (--data-dir)")
 	}
-	db := filepath.Join(cfg.DataDir, "raft", "raft.db")
-	if _, err := os.Stat(db); err != nil {
-		return nil, fmt.Errorf("no raft log at %s (%v): --data-dir must be the stopped agent's existing data dir", db, err)
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if kind, err := detectLogStore(dir); err != nil {
+		return nil, err
+	} else if kind == "" {
+		return nil, fmt.Errorf("no raft log in %s (neither %s nor %s/): --data-dir must be the stopped agent's existing data dir", dir, boltLogFile, walLogDir)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), failed: make(chan struct{})}
 	n.digest = newDigestState(n)
