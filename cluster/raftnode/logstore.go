@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"go.etcd.io/bbolt"
 
 	"github.com/flowd/flowd/cluster"
@@ -91,7 +92,12 @@ func (n *Node) openRaftStores() (raft.LogStore, raft.StableStore, error) {
 	if err := os.MkdirAll(filepath.Join(dir, walLogDir), 0o750); err != nil {
 		return nil, nil, fmt.Errorf("create raft log dir: %w", err)
 	}
-	w, err := wal.Open(filepath.Join(dir, walLogDir), wal.WithLogger(NewHCLogger(n.log, "wal")))
+	// raft-wal's Close leaves its metadata file open (and locked): a node
+	// restarted in the same process would wait for that lock forever. The
+	// node owns it and closes it after the WAL (closers run last first).
+	meta := &metadb.BoltMetaDB{}
+	n.closers = append(n.closers, meta)
+	w, err := wal.Open(filepath.Join(dir, walLogDir), wal.WithLogger(NewHCLogger(n.log, "wal")), wal.WithMetaStore(meta))
 	if err != nil {
 		return nil, nil, fmt.Errorf("open raft log in %s: %w", filepath.Join(dir, walLogDir), err)
 	}
