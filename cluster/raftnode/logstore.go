@@ -102,7 +102,23 @@ func (n *Node) openRaftStores() (raft.LogStore, raft.StableStore, error) {
 		return nil, nil, fmt.Errorf("open raft log in %s: %w", filepath.Join(dir, walLogDir), err)
 	}
 	n.closers = append(n.closers, w)
-	return w, stable, nil
+	return walLog{w}, stable, nil
+}
+
+// walLog is raft-wal with bolt's compaction semantics: an entry below
+// FirstIndex is gone. raft-wal deletes whole segment files only (64 MiB),
+// and reads an entry compaction removed from the segment still holding it;
+// a leader would then send a lagging follower the old entries instead of
+// the snapshot that replaced them. Harmless (they are committed entries),
+// but two stores that differ in when a follower gets a snapshot are two
+// behaviours to reason about and test.
+type walLog struct{ *wal.WAL }
+
+func (w walLog) GetLog(index uint64, log *raft.Log) error {
+	if first, err := w.WAL.FirstIndex(); err == nil && index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, log)
 }
 
 // RaftLogStore is the log store this node runs with (cluster.LogStoreBolt
