@@ -67,6 +67,7 @@ func (n *Node) openRaftStores() (raft.LogStore, raft.StableStore, error) {
 	switch {
 	case kind == "":
 		kind = want
+		n.log.Info("new raft log", "store", kind)
 	case kind != want:
 		n.log.Info("this data dir keeps the raft log store it was created with; --raft-log-store is ignored. To move the node to the other store, rebuild it from a snapshot: stop it, move its data dir aside and start it empty so it joins and installs a snapshot (docs/operations.md, \"Raft log store\")",
 			"store", kind, "raft_log_store", want, "data_dir", n.cfg.DataDir)

@@ -45,6 +45,9 @@ type DataDirInfo struct {
 	CurrentTerm uint64 `json:"current_term"`
 	// Servers is the latest raft configuration in the log (committed or not).
 	Servers []cluster.PeerStatus `json:"servers"`
+	// LogStore is the data dir's raft log store (cluster.LogStoreWAL or
+	// LogStoreBolt).
+	LogStore string `json:"log_store"`
 }
 
 // RecoverResult reports a recovery.
@@ -147,7 +150,7 @@ func (n *Node) offlineRaftConfig() *raft.Config {
 
 // info reads what the opened stores hold.
 func (n *Node) info(f raft.FSM, snaps raft.SnapshotStore, trans raft.Transport) (DataDirInfo, error) {
-	var d DataDirInfo
+	d := DataDirInfo{LogStore: n.logStore}
 	var err error
 	d.AppliedIndex = n.fsm.AppliedIndex()
 	if d.FirstIndex, err = n.cfg.LogStore.FirstIndex(); err != nil {
