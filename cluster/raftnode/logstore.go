@@ -82,17 +82,18 @@ func (n *Node) openRaftStores() (raft.LogStore, raft.StableStore, error) {
 		n.closers = append(n.closers, bolt)
 		return bolt, bolt, nil
 	}
-	// The stable store first: its lock (1 s timeout) is what tells a second
-	// agent on the same data dir to go away; raft-wal's own metadata file
-	// would wait for its lock forever.
+	// wal/ first (a stable.db without it reads as a lost log), then the
+	// stable store before the WAL: its lock (1 s timeout) is what tells a
+	// second agent on the same data dir to go away; raft-wal's own metadata
+	// file would wait for its lock forever.
+	if err := os.MkdirAll(filepath.Join(dir, walLogDir), 0o750); err != nil {
+		return nil, nil, fmt.Errorf("create raft log dir: %w", err)
+	}
 	stable, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, walStableFile), BoltOptions: boltOpts})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open raft stable store in %s: %w (is another agent using this --data-dir?)", n.cfg.DataDir, err)
 	}
 	n.closers = append(n.closers, stable)
-	if err := os.MkdirAll(filepath.Join(dir, walLogDir), 0o750); err != nil {
-		return nil, nil, fmt.Errorf("create raft log dir: %w", err)
-	}
 	// raft-wal's Close leaves its metadata file open (and locked): a node
 	// restarted in the same process would wait for that lock forever. The
 	// node owns it and closes it after the WAL (closers run last first).
