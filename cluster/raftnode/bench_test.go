@@ -19,12 +19,13 @@ import (
 	"github.com/flowd/flowd/fsm"
 )
 
-// Benchmarks of the replicated path, three nodes on loopback TCP with bolt
-// logs fsynced on every append, as in production. Numbers are reported as
-// custom metrics (tasks/s, p50-ms, p99-ms); compare flowd against the raw
-// raft ceiling measured the same way, as a ratio.
+// Benchmarks of the replicated path, three nodes on loopback TCP with raft
+// logs fsynced on every append (the default log store), as in production.
+// Numbers are reported as custom metrics (tasks/s or entries/s, p50-ms,
+// p99-ms); compare flowd against the raw raft ceiling measured the same
+// way, as a ratio.
 //
-//	go test -run ^$ -bench 'Replicated|RawRaft' -benchtime 3s ./cluster/
+//	go test -run ^$ -bench 'Replicated|RawRaft' -benchtime 3s ./cluster/raftnode/
 
 func startTCPCluster(b *testing.B) []*Node {
 	b.Helper()
