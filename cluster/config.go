@@ -77,6 +77,11 @@ type Config struct {
 	// LogCacheBytes bounds the memory of the cache of recent raft log
 	// entries (0: DefaultLogCacheBytes).
 	LogCacheBytes int
+	// RaftLogStore is the raft log store a new data dir is created with:
+	// LogStoreBolt or LogStoreWAL ("": DefaultLogStore). A data dir that
+	// already holds a log keeps its store whatever this says
+	// (raftnode/logstore.go).
+	RaftLogStore string
 	// StateCacheBytes is the state store's block cache (0: the store's
 	// default, 32 MiB).
 	StateCacheBytes   int64
@@ -95,6 +100,28 @@ type Config struct {
 	// AutoPeriod and AutoWindow are the adaptive concurrency controller's
 	// period and latency window (raftnode/autoconc.go; 0: 1 s and 10 s).
 	AutoPeriod, AutoWindow time.Duration
+}
+
+// The raft log stores (Config.RaftLogStore).
+const (
+	// LogStoreBolt is raft-boltdb: log and stable store in raft/raft.db.
+	LogStoreBolt = "bolt"
+	// LogStoreWAL is raft-wal's segment files in raft/wal (one fsync per
+	// append), with raft-boltdb as the stable store in raft/stable.db.
+	LogStoreWAL = "wal"
+	// DefaultLogStore is what a new data dir gets: wal, measured about
+	// twice as fast as bolt per append (raftnode/DESIGN.md, "The raft log
+	// store").
+	DefaultLogStore = LogStoreWAL
+)
+
+// CheckLogStore validates a --raft-log-store value ("" is the default).
+func CheckLogStore(s string) error {
+	switch s {
+	case "", LogStoreBolt, LogStoreWAL:
+		return nil
+	}
+	return fmt.Errorf("--raft-log-store %q must be %s or %s (default %s)", s, LogStoreWAL, LogStoreBolt, DefaultLogStore)
 }
 
 // DefaultLogCacheBytes bounds the raft log cache's memory (Config).

@@ -98,6 +98,10 @@ type Config struct {
 	// RaftLogCacheBytes bounds the cache of recent raft log entries; zero:
 	// cluster.DefaultLogCacheBytes (64 MiB).
 	RaftLogCacheBytes int `json:"raft_log_cache_bytes,omitempty"`
+	// RaftLogStore is the raft log store of a new data dir, "wal" or
+	// "bolt" (""/zero: cluster.DefaultLogStore); an existing data dir keeps
+	// its own (cluster/raftnode/logstore.go).
+	RaftLogStore string `json:"raft_log_store,omitempty"`
 	// StateCacheBytes is the state store's block cache; zero: 32 MiB.
 	StateCacheBytes int64 `json:"state_cache_bytes,omitempty"`
 	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
@@ -263,6 +267,9 @@ func (c Config) Merge(over Config) Config {
 	if over.StateCacheBytes != 0 {
 		c.StateCacheBytes = over.StateCacheBytes
 	}
+	if over.RaftLogStore != "" {
+		c.RaftLogStore = over.RaftLogStore
+	}
 	if over.ShutdownTimeout != 0 {
 		c.ShutdownTimeout = over.ShutdownTimeout
 	}
@@ -344,6 +351,9 @@ func (c *Config) Normalize() error {
 	}
 	if c.RaftLogCacheBytes < 0 || c.StateCacheBytes < 0 {
 		problems = append(problems, "--raft-log-cache-bytes and --state-cache-bytes must not be negative (0: the defaults, 64 MiB and 32 MiB)")
+	}
+	if err := cluster.CheckLogStore(c.RaftLogStore); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if c.CommitTimeout != 0 && (c.CommitTimeout < time.Millisecond || 2*c.CommitTimeout > readFenceWait) {
 		// A follower may learn a commit up to twice this late once traffic

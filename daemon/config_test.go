@@ -105,3 +105,31 @@ func TestRaftMultiplierFromFileFlagsOverridesAndBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestRaftLogStoreFromFileFlagsAndValues(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(p, []byte("node_id: n1\ndata_dir: /tmp/x\nraft_log_store: bolt\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfigFile(p)
+	if err != nil || c.RaftLogStore != "bolt" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if m := c.Merge(Config{}); m.RaftLogStore != "bolt" {
+		t.Fatalf("an unset flag overrode the file: %q", m.RaftLogStore)
+	}
+	m := c.Merge(Config{RaftLogStore: "wal"})
+	if err := m.Normalize(); err != nil || m.RaftLogStore != "wal" {
+		t.Fatalf("the flag did not win: %q %v", m.RaftLogStore, err)
+	}
+	for _, ok := range []string{"", "wal", "bolt"} {
+		c := Config{NodeID: "n1", DataDir: "/d", RaftLogStore: ok}
+		if err := c.Normalize(); err != nil {
+			t.Errorf("%q rejected: %v", ok, err)
+		}
+	}
+	c = Config{NodeID: "n1", DataDir: "/d", RaftLogStore: "boltdb"}
+	if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), `--raft-log-store "boltdb" must be wal or bolt`) {
+		t.Fatalf("boltdb accepted: %v", err)
+	}
+}

@@ -31,14 +31,14 @@ const crashEnv = "FLOWD_CRASH_CHILD"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashEnv); dir != "" {
-		crashChild(dir, os.Getenv("FLOWD_CRASH_ADDR"), os.Getenv("FLOWD_CRASH_COMPACT") == "1")
+		crashChild(dir, os.Getenv("FLOWD_CRASH_ADDR"), os.Getenv("FLOWD_CRASH_COMPACT") == "1", os.Getenv("FLOWD_CRASH_STORE"))
 		return
 	}
 	os.Exit(m.Run())
 }
 
-func crashConfig(dir, addr string, compact bool) Config {
-	cfg := Config{Config: cluster.Config{NodeID: "solo", DataDir: dir, RaftBind: addr,
+func crashConfig(dir, addr string, compact bool, logStore string) Config {
+	cfg := Config{Config: cluster.Config{NodeID: "solo", DataDir: dir, RaftBind: addr, RaftLogStore: logStore,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLeaseTimeout: 100 * time.Millisecond}, DisableLoops: true}
 	if compact {
@@ -49,8 +49,8 @@ func crashConfig(dir, addr string, compact bool) Config {
 
 // crashChild proposes submit/claim/complete forever from 8 goroutines,
 // printing each committed index, until it is killed.
-func crashChild(dir, addr string, compact bool) {
-	n, err := New(crashConfig(dir, addr, compact))
+func crashChild(dir, addr string, compact bool, logStore string) {
+	n, err := New(crashConfig(dir, addr, compact, logStore))
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
@@ -95,14 +95,18 @@ func crashChild(dir, addr string, compact bool) {
 func freeAddr(t testing.TB) string { return fmt.Sprintf("127.0.0.1:%d", testutil.Port(t)) }
 
 func TestCrashRestartAppliesNothingTwice(t *testing.T) {
-	for _, compact := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compact=%v", compact), func(t *testing.T) {
+	for _, c := range []struct {
+		compact bool
+		store   string
+	}{{false, cluster.LogStoreBolt}, {true, cluster.LogStoreBolt}, {false, cluster.LogStoreWAL}, {true, cluster.LogStoreWAL}} {
+		compact := c.compact
+		t.Run(fmt.Sprintf("store=%s/compact=%v", c.store, compact), func(t *testing.T) {
 			if testing.Short() {
 				t.Skip("spawns a child process")
 			}
 			dir, addr := t.TempDir(), freeAddr(t)
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), crashEnv+"="+dir, "FLOWD_CRASH_ADDR="+addr, "FLOWD_CRASH_COMPACT="+map[bool]string{true: "1"}[compact])
+			cmd.Env = append(os.Environ(), crashEnv+"="+dir, "FLOWD_CRASH_ADDR="+addr, "FLOWD_CRASH_COMPACT="+map[bool]string{true: "1"}[compact], "FLOWD_CRASH_STORE="+c.store)
 			stdout, _ := cmd.StdoutPipe()
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
@@ -129,10 +133,13 @@ func TestCrashRestartAppliesNothingTwice(t *testing.T) {
 
 			// Restart without aggressive snapshots so the log stays put while the
 			// test replays it.
-			cfg := crashConfig(dir, addr, false)
+			cfg := crashConfig(dir, addr, false, c.store)
 			n, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if n.RaftLogStore() != c.store {
+				t.Fatalf("restarted on %q, want %q", n.RaftLogStore(), c.store)
 			}
 			defer n.Shutdown()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -141,24 +141,28 @@ func TestStateStoreFailureStopsTheNode(t *testing.T) {
 }
 
 // A data dir deleted under a running node: its next log append fails the
-// node instead of being acknowledged.
+// node instead of being acknowledged, with either raft log store.
 func TestDeletedDataDirStopsTheNode(t *testing.T) {
-	c := NewTestCluster(t, 3, noDigestLoop)
-	f := c.Followers()[0]
-	if err := os.RemoveAll(filepath.Dir(filepath.Join(f.cfg.DataDir, "x"))); err != nil {
-		t.Fatal(err)
-	}
-	if f.Health() == "" {
-		t.Fatal("health does not notice the data dir is gone")
-	}
-	c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 2})
-	select {
-	case <-f.Failed():
-	case <-time.After(10 * time.Second):
-		t.Fatal("node did not fail")
-	}
-	if !strings.Contains(f.Failure().Error(), "deleted or replaced") {
-		t.Fatalf("failure: %v", f.Failure())
+	for _, kind := range []string{cluster.LogStoreBolt, cluster.LogStoreWAL} {
+		t.Run(kind, func(t *testing.T) {
+			c := NewTestCluster(t, 3, withLogStore(kind, nil))
+			f := c.Followers()[0]
+			if err := os.RemoveAll(filepath.Dir(filepath.Join(f.cfg.DataDir, "x"))); err != nil {
+				t.Fatal(err)
+			}
+			if f.Health() == "" {
+				t.Fatal("health does not notice the data dir is gone")
+			}
+			c.Propose(&fsm.QueueSet{Name: "q", Concurrency: 2})
+			select {
+			case <-f.Failed():
+			case <-time.After(10 * time.Second):
+				t.Fatal("node did not fail")
+			}
+			if !strings.Contains(f.Failure().Error(), "deleted or replaced") {
+				t.Fatalf("failure: %v", f.Failure())
+			}
+		})
 	}
 }
 

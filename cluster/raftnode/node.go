@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
@@ -119,6 +117,7 @@ type Node struct {
 	wg       sync.WaitGroup
 
 	leaderChanges atomic.Uint64 // terms this node took office (LeaderChanges)
+	logStore      string        // cluster.LogStoreBolt or LogStoreWAL (logstore.go)
 }
 
 // Open is New with the agent's settings and no test hooks: what the
@@ -196,20 +195,20 @@ func (n *Node) openStores() error {
 		return err // this binary cannot serve the stored state's version
 	}
 	if cfg.LogStore == nil || cfg.StableStore == nil {
-		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft", "raft.db"),
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
+		logs, stable, err := n.openRaftStores() // logstore.go: bolt or wal
 		if err != nil {
-			return fmt.Errorf("open raft log in %s: %w (is another agent using this --data-dir?)", cfg.DataDir, err)
+			return err
 		}
-		n.closers = append(n.closers, bolt)
 		if n.cfg.LogStore == nil {
-			n.cfg.LogStore = newByteBoundedLogCache(&checkedLogStore{LogStore: bolt, n: n}, cfg.LogCacheBytes)
+			n.cfg.LogStore = newByteBoundedLogCache(&checkedLogStore{LogStore: logs, n: n}, cfg.LogCacheBytes)
 		}
 		if n.cfg.StableStore == nil {
-			n.cfg.StableStore = &checkedStableStore{StableStore: bolt, n: n}
+			n.cfg.StableStore = &checkedStableStore{StableStore: stable, n: n}
 		}
 	}
-	if _, ok := n.cfg.LogStore.(*raft.LogCache); !ok {
+	switch n.cfg.LogStore.(type) {
+	case *byteBoundedLogCache, *raft.LogCache: // checked underneath
+	default:
 		n.cfg.LogStore = &checkedLogStore{LogStore: n.cfg.LogStore, n: n} // a test's store
 	}
 	if err := n.guardStores(badgerStore); err != nil {

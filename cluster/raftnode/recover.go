@@ -45,6 +45,9 @@ type DataDirInfo struct {
 	CurrentTerm uint64 `json:"current_term"`
 	// Servers is the latest raft configuration in the log (committed or not).
 	Servers []cluster.PeerStatus `json:"servers"`
+	// LogStore is the data dir's raft log store (cluster.LogStoreWAL or
+	// LogStoreBolt).
+	LogStore string `json:"log_store"`
 }
 
 // RecoverResult reports a recovery.
@@ -110,9 +113,11 @@ func offlineNode(cfg Config, catchUp bool) (*Node, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("data dir is required (--data-dir)")
 	}
-	db := filepath.Join(cfg.DataDir, "raft", "raft.db")
-	if _, err := os.Stat(db); err != nil {
-		return nil, fmt.Errorf("no raft log at %s (%v): --data-dir must be the stopped agent's existing data dir", db, err)
+	dir := filepath.Join(cfg.DataDir, "raft")
+	if kind, err := detectLogStore(dir); err != nil {
+		return nil, err
+	} else if kind == "" {
+		return nil, fmt.Errorf("no raft log in %s (neither %s nor %s/): --data-dir must be the stopped agent's existing data dir", dir, boltLogFile, walLogDir)
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), failed: make(chan struct{})}
 	n.digest = newDigestState(n)
@@ -145,7 +150,7 @@ func (n *Node) offlineRaftConfig() *raft.Config {
 
 // info reads what the opened stores hold.
 func (n *Node) info(f raft.FSM, snaps raft.SnapshotStore, trans raft.Transport) (DataDirInfo, error) {
-	var d DataDirInfo
+	d := DataDirInfo{LogStore: n.logStore}
 	var err error
 	d.AppliedIndex = n.fsm.AppliedIndex()
 	if d.FirstIndex, err = n.cfg.LogStore.FirstIndex(); err != nil {

@@ -70,7 +70,7 @@ func TestRecoverFromALostMajority(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(info.Servers) != 3 || info.LastIndex == 0 || info.LastIndex < info.AppliedIndex {
+			if len(info.Servers) != 3 || info.LastIndex == 0 || info.LastIndex < info.AppliedIndex || info.LogStore != cluster.DefaultLogStore {
 				t.Fatalf("inspect: %+v", info)
 			}
 			res, err := Recover(cfg, nil)

@@ -182,6 +182,14 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 	return s.guard("append", s.LogStore.StoreLogs(logs), false)
 }
 
+// IsMonotonic passes the store's raft.MonotonicLogStore through: raft-wal
+// takes no gap in its indexes, so after installing a snapshot raft must
+// empty the log instead of keeping trailing entries.
+func (s *checkedLogStore) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 func (s *checkedLogStore) DeleteRange(min, max uint64) error {
 	return s.guard("compaction", s.LogStore.DeleteRange(min, max), false)
 }
@@ -222,10 +230,9 @@ func (n *Node) guardStores(bs *store.BadgerStore) error {
 		minFree = cluster.DefaultMinFreeBytes
 	}
 	paths := []string{filepath.Join(n.cfg.DataDir, "raft")}
-	for _, p := range []string{filepath.Join(n.cfg.DataDir, "raft", "raft.db"), filepath.Join(n.cfg.DataDir, "state")} {
-		if _, err := os.Stat(p); err == nil {
-			paths = append(paths, p)
-		}
+	paths = append(paths, logStorePaths(paths[0])...) // raft.db, or wal/ and stable.db
+	if p := filepath.Join(n.cfg.DataDir, "state"); exists(p) {
+		paths = append(paths, p)
 	}
 	g, err := newDiskGuard(n.cfg.DataDir, minFree, paths...)
 	if err != nil {

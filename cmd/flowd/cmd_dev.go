@@ -49,6 +49,7 @@ stop") and the command to restart it are printed.`,
 		&cli.BoolFlag{Name: "no-tls", Usage: "run raft and forwarding in plaintext (loopback only) instead of mutual TLS with certificates made in DIR/tls", EnvVars: []string{"FLOWD_DEV_NO_TLS"}},
 		&cli.IntFlag{Name: "http-base-port", Usage: "HTTP (health, metrics) port of n1 (0 = none)", Value: devHTTPBasePort, EnvVars: []string{"FLOWD_DEV_HTTP_BASE_PORT"}},
 		&cli.Float64Flag{Name: "raft-multiplier", Usage: "the agents' --raft-multiplier (higher rides out longer stalls of a busy laptop, lower fails over sooner)", Value: devRaftMultiplier, EnvVars: []string{"FLOWD_RAFT_MULTIPLIER"}},
+		&cli.StringFlag{Name: "raft-log-store", Usage: "the agents' --raft-log-store for new data dirs (wal or bolt; --keep reuses each dir's own)", EnvVars: []string{"FLOWD_RAFT_LOG_STORE"}},
 	},
 	Action: runDev,
 }
@@ -102,6 +103,9 @@ func runDev(c *cli.Context) error {
 	for i, nd := range nodes {
 		args := []string{"agent", "--node-id", nd.id, "--data-dir", filepath.Join(dir, nd.id), "--raft-addr", nd.raft,
 			"--socket", nd.sock, "--peers", strings.Join(peers, ","), "--raft-multiplier", fmt.Sprint(c.Float64("raft-multiplier"))}
+		if s := c.String("raft-log-store"); s != "" {
+			args = append(args, "--raft-log-store", s)
+		}
 		if tlsDir != "" {
 			ca, _ := pki.CAFiles(tlsDir)
 			cert, key := pki.NodeFiles(tlsDir, nd.id)

@@ -192,30 +192,43 @@ func TestStorageDeletedDataDirStopsTheNode(t *testing.T) {
 	othersServe(t, c, f)
 }
 
-// raft.db made immutable under a running follower: its next append fails,
-// and the node stops at once (it used to loop on "failed to append to
-// logs" with /readyz 200).
+// The raft log made immutable under a running follower (bolt: raft.db;
+// wal: its segment files): its next append fails, and the node stops at
+// once (it used to loop on "failed to append to logs" with /readyz 200).
 func TestStorageImmutableRaftLogStopsTheNode(t *testing.T) {
-	c, httpOf := startHTTPCluster(t, nil)
-	leader := c.waitLeader()
-	f := c.followers(leader)[0]
-	waitReady(t, httpOf[f])
-	db := filepath.Join(f.dir, "raft", "raft.db")
-	if out, err := exec.Command("chattr", "+i", db).CombinedOutput(); err != nil {
-		t.Skipf("chattr +i not supported here: %v %s", err, out)
+	for _, store := range []string{"bolt", "wal"} {
+		t.Run(store, func(t *testing.T) {
+			t.Setenv("FLOWD_RAFT_LOG_STORE", store) // the agents inherit the environment
+			c, httpOf := startHTTPCluster(t, nil)
+			leader := c.waitLeader()
+			f := c.followers(leader)[0]
+			waitReady(t, httpOf[f])
+			files := []string{filepath.Join(f.dir, "raft", "raft.db")}
+			if store == "wal" {
+				files, _ = filepath.Glob(filepath.Join(f.dir, "raft", "wal", "*.wal"))
+			}
+			if len(files) == 0 {
+				t.Fatalf("no %s log files in %s", store, filepath.Join(f.dir, "raft"))
+			}
+			for _, p := range files {
+				if out, err := exec.Command("chattr", "+i", p).CombinedOutput(); err != nil {
+					t.Skipf("chattr +i not supported here: %v %s", err, out)
+				}
+				t.Cleanup(func() { _ = exec.Command("chattr", "-i", p).Run() })
+			}
+			submitN(t, c.client(leader), 1)
+			if code := waitExit(t, f, 10*time.Second); code != exitStorage {
+				t.Fatalf("exited %d, want %d\n%s", code, exitStorage, tail(agentLog(f), 20))
+			}
+			if code, _ := readyz(httpOf[f]); code == 200 {
+				t.Fatal("/readyz 200 after the log store failed")
+			}
+			if log := agentLog(f); !strings.Contains(log, "raft log append") {
+				t.Fatalf("no clear message:\n%s", tail(log, 20))
+			}
+			othersServe(t, c, f)
+		})
 	}
-	t.Cleanup(func() { _ = exec.Command("chattr", "-i", db).Run() })
-	submitN(t, c.client(leader), 1)
-	if code := waitExit(t, f, 10*time.Second); code != exitStorage {
-		t.Fatalf("exited %d, want %d\n%s", code, exitStorage, tail(agentLog(f), 20))
-	}
-	if code, _ := readyz(httpOf[f]); code == 200 {
-		t.Fatal("/readyz 200 after the log store failed")
-	}
-	if log := agentLog(f); !strings.Contains(log, "raft log append") {
-		t.Fatalf("no clear message:\n%s", tail(log, 20))
-	}
-	othersServe(t, c, f)
 }
 
 // A full disk (a small tmpfs made for the test, filled up): the follower
