@@ -46,6 +46,8 @@ type rpcCalls interface {
 	TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error)
 	TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error)
 	RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error)
+	TaskList(ctx context.Context, p rpc.TaskListParams) (*rpc.TaskListResult, error)
+	RunRetry(ctx context.Context, p rpc.RetryParams) (*rpc.RetryResult, error)
 }
 
 var (
@@ -258,6 +260,16 @@ func (l *Live) RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitRe
 }
 func (l *Live) TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SignalResult, error) { return c.TaskSignal(ctx, p) })
+}
+func (l *Live) TaskList(ctx context.Context, p rpc.TaskListParams) (*rpc.TaskListResult, error) {
+	return l.c().TaskList(ctx, p)
+}
+
+// RunRetry goes to the leader like the other actions. Repeating it after
+// the leader's endpoint failed is safe: a retry that already took effect
+// is refused (the run is active again), never applied twice.
+func (l *Live) RunRetry(ctx context.Context, p rpc.RetryParams) (*rpc.RetryResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.RetryResult, error) { return c.RunRetry(ctx, p) })
 }
 func (l *Live) QueueList(ctx context.Context) (*rpc.QueueListResult, error) {
 	return l.c().QueueList(ctx)
