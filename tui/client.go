@@ -128,7 +128,7 @@ type Live struct {
 	// dial opens the watch connection (rpc.Dial; tests use in-memory pipes).
 	dial func(ctx context.Context, endpoint string, opts rpc.ConnOptions) (*rpc.Conn, error)
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// fence is the highest index a write answered (read-your-writes: the
 	// next reads wait until the endpoint on screen has applied it);
 	// applied is the highest index each endpoint is known to have applied.
