@@ -537,14 +537,18 @@ func (m *runDetail) summary() string {
 	return fit(l1, m.Width) + "\n" + fit(l2, m.Width) + "\n" + fit(l3, m.Width) + "\n" + reason
 }
 
+// taskColumns: a narrow terminal drops the lease first (only running
+// tasks have one, and the task screen shows it), then the queue, the
+// attempt and the type; the key keeps room for a real name, and the
+// duration and a worker's name are never cut to make room for it.
 var taskColumns = []column{
-	{Title: "KEY", Min: 10, Flex: 2},
-	{Title: "TYPE", Min: 8, Flex: 1},
+	{Title: "KEY", Min: 18, Flex: 2},
+	{Title: "TYPE", Min: 8, Flex: 1, Drop: 2},
 	{Title: "STATE", Width: 11},
-	{Title: "ATTEMPT", Width: 7, Right: true},
-	{Title: "QUEUE", Min: 8, Flex: 1},
-	{Title: "WORKER", Min: 8, Flex: 1},
-	{Title: "LEASE", Width: 8, Right: true},
+	{Title: "ATTEMPT", Width: 7, Right: true, Drop: 3},
+	{Title: "QUEUE", Min: 8, Flex: 1, Drop: 4},
+	{Title: "WORKER", Min: 12, Flex: 1, Drop: 1},
+	{Title: "LEASE", Width: 8, Right: true, Drop: 5},
 	{Title: "DURATION", Width: 8, Right: true},
 }
 
@@ -558,7 +562,7 @@ func (m *runDetail) tasksView(h int) string {
 			attempt = itoa(tk.Attempt) + "/" + itoa(tk.MaxAttempts)
 		}
 		return []string{tk.Key, tk.Type, st.State(string(tk.State)), attempt, tk.Queue, dash(tk.Worker),
-			leaseLeft(now, tk), span(now, tk.StartedAt, tk.FinishedAt)}
+			leaseLeft(now, tk), m.taskDuration(now, tk)}
 	})
 }
 
