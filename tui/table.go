@@ -186,16 +186,6 @@ func newTable(st *Styles, cols []column, width int) table {
 	return table{st: st, cols: shown, keep: keep, widths: layout(shown, width), width: width}
 }
 
-// shows reports whether the column titled title is shown.
-func (t table) shows(title string) bool {
-	for _, c := range t.cols {
-		if c.Title == title {
-			return true
-		}
-	}
-	return false
-}
-
 // header renders the column titles.
 func (t table) header() string {
 	cells := make([]string, len(t.cols))
