@@ -166,3 +166,17 @@ func (c *Client) WaitRun(ctx context.Context, id string, timeoutMS int64) (*Wait
 func (c *Client) Workers(ctx context.Context) (*WorkersResult, error) {
 	return c.WorkersList(ctx)
 }
+
+// ListTasks is TaskList.
+//
+// Deprecated: use TaskList; ListTasks goes in the next release.
+func (c *Client) ListTasks(ctx context.Context, p TaskListParams) (*TaskListResult, error) {
+	return c.TaskList(ctx, p)
+}
+
+// RetryRun is RunRetry.
+//
+// Deprecated: use RunRetry; RetryRun goes in the next release.
+func (c *Client) RetryRun(ctx context.Context, p RetryParams) (*RetryResult, error) {
+	return c.RunRetry(ctx, p)
+}

@@ -22,9 +22,9 @@ type RetryResult struct {
 	Index uint64          `json:"index,omitempty"`
 }
 
-// RetryRun calls run.retry. It is not retried by the client: a second
+// RunRetry calls run.retry. It is not retried by the client: a second
 // retry of the same run is refused once the first took effect (the run is
 // running again).
-func (c *Client) RetryRun(ctx context.Context, p RetryParams) (*RetryResult, error) {
+func (c *Client) RunRetry(ctx context.Context, p RetryParams) (*RetryResult, error) {
 	return call[RetryResult](ctx, c.Call, MethodRunRetry, p)
 }

@@ -27,7 +27,7 @@ type TaskListResult struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// ListTasks calls task.list.
-func (c *Client) ListTasks(ctx context.Context, p TaskListParams) (*TaskListResult, error) {
+// TaskList calls task.list.
+func (c *Client) TaskList(ctx context.Context, p TaskListParams) (*TaskListResult, error) {
 	return call[TaskListResult](ctx, c.CallIdempotent, MethodTaskList, p)
 }

@@ -18,7 +18,7 @@ type openRunMsg struct{ id string }
 // openTaskMsg opens the task detail of runID/key.
 type openTaskMsg struct{ runID, key string }
 
-// screenID names the eight screens (keys 1-8).
+// screenID names the nine screens (keys 1-9).
 type screenID int
 
 const (
@@ -30,6 +30,7 @@ const (
 	scrCluster
 	scrEvents
 	scrSchedules
+	scrDead // the failed tasks (dead letters)
 	numScreens
 )
 
@@ -74,6 +75,7 @@ type App struct {
 	cluster *clusterModel
 	events  *eventsModel
 	sched   *schedulesModel
+	dead    *deadModel
 
 	stack    []screenID
 	dialog   *dialog
@@ -93,13 +95,13 @@ func New(cfg Config) *App {
 	c := Common{Styles: NewStyles(cfg.ASCII), Keys: NewKeyMap(cfg.ReadOnly), Client: cfg.Client, Now: cfg.Now, ReadOnly: cfg.ReadOnly}
 	a := &App{c: c, header: newHeader(c, cfg.Prober, cfg.Endpoints), footer: newFooter(c),
 		runs: newRuns(c), run: newRunDetail(c), task: newTaskDetail(c), queues: newQueues(c),
-		workers: newWorkers(c), cluster: newCluster(c), events: newEvents(c), sched: newSchedules(c), stack: []screenID{scrRuns}}
+		workers: newWorkers(c), cluster: newCluster(c), events: newEvents(c), sched: newSchedules(c), dead: newDead(c), stack: []screenID{scrRuns}}
 	a.cmdline.suggest = completeCommand
 	return a
 }
 
 func (a *App) screens() []screen {
-	return []screen{a.runs, a.run, a.task, a.queues, a.workers, a.cluster, a.events, a.sched}
+	return []screen{a.runs, a.run, a.task, a.queues, a.workers, a.cluster, a.events, a.sched, a.dead}
 }
 
 func (a *App) active() screenID { return a.stack[len(a.stack)-1] }
@@ -135,6 +137,8 @@ func (a *App) update(id screenID, msg tea.Msg) tea.Cmd {
 		a.events, cmd = a.events.Update(msg)
 	case scrSchedules:
 		a.sched, cmd = a.sched.Update(msg)
+	case scrDead:
+		a.dead, cmd = a.dead.Update(msg)
 	}
 	return cmd
 }

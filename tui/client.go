@@ -46,6 +46,8 @@ type rpcCalls interface {
 	TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error)
 	TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error)
 	RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitResult, error)
+	TaskList(ctx context.Context, p rpc.TaskListParams) (*rpc.TaskListResult, error)
+	RunRetry(ctx context.Context, p rpc.RetryParams) (*rpc.RetryResult, error)
 }
 
 var (
@@ -126,7 +128,12 @@ type Live struct {
 	// dial opens the watch connection (rpc.Dial; tests use in-memory pipes).
 	dial func(ctx context.Context, endpoint string, opts rpc.ConnOptions) (*rpc.Conn, error)
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// fence is the highest index a write answered (read-your-writes: the
+	// next reads wait until the endpoint on screen has applied it);
+	// applied is the highest index each endpoint is known to have applied.
+	fence   uint64
+	applied []uint64
 	nodes   []string // node id of each endpoint ("" unknown)
 	leader  string   // the leader's node id as last reported ("" unknown)
 	seen    bool
@@ -159,7 +166,8 @@ func NewLive(endpoints []string, log *slog.Logger, auth ...Auth) (*Live, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Live{endpoints: endpoints, log: log, ReconnectDelay: 2 * time.Second, BatchEvery: 100 * time.Millisecond,
-		sig: make(chan struct{}, 1), dial: rpc.Dial, nodes: make([]string, len(endpoints))}
+		sig: make(chan struct{}, 1), dial: rpc.Dial, nodes: make([]string, len(endpoints)),
+		applied: make([]uint64, len(endpoints))}
 	var a Auth
 	if len(auth) > 0 {
 		a = auth[0]
@@ -232,20 +240,112 @@ func onLeader[R any](ctx context.Context, l *Live, call func(*rpc.Client) (R, er
 		l.mu.Lock()
 		l.leader = ""
 		l.mu.Unlock()
-		return call(l.c())
+		r, err = call(l.c())
+	}
+	if err == nil {
+		l.wrote(writeIndex(r))
 	}
 	return r, err
+}
+
+// Read-your-writes. An action goes to the leader's endpoint while reads go
+// to the endpoint on screen, often a follower, which may not have applied
+// the action's entry yet: a run just replayed would open as "not found".
+// The agents fence reads only after writes they forwarded themselves, so
+// Live keeps its own fence: the index the last write was answered with.
+// A read first waits (up to fenceWait, asking cluster.status every
+// fencePoll) until the endpoint on screen has applied it, then reads there
+// as usual; once an endpoint is known to have applied the fence, reads go
+// straight through.
+const (
+	fenceWait = 2 * time.Second
+	fencePoll = 20 * time.Millisecond
+)
+
+// writeIndex is the raft index an action's answer carries (0: none).
+func writeIndex(r any) uint64 {
+	switch r := r.(type) {
+	case *rpc.SubmitResult:
+		if r != nil {
+			return r.Index
+		}
+	case *rpc.ChangedResult:
+		if r != nil {
+			return r.Index
+		}
+	case *rpc.SignalResult:
+		if r != nil {
+			return r.Index
+		}
+	case *rpc.RetryResult:
+		if r != nil {
+			return r.Index
+		}
+	case *schedrpc.FireResult:
+		if r != nil {
+			return r.Index
+		}
+	}
+	return 0
+}
+
+// wrote raises the read fence to idx.
+func (l *Live) wrote(idx uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fence = max(l.fence, idx)
+}
+
+// sawApplied records that endpoint i has applied idx.
+func (l *Live) sawApplied(i int, idx uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applied[i] = max(l.applied[i], idx)
+}
+
+// reader is the client for a read: the endpoint on screen's, once it has
+// applied the read fence (or fenceWait has passed: the read goes on, and
+// at worst shows the state before the write, as before).
+func (l *Live) reader(ctx context.Context) *rpc.Client {
+	i := int(l.cur.Load())
+	c := l.clients[i]
+	l.mu.Lock()
+	fence, known := l.fence, l.applied[i]
+	l.mu.Unlock()
+	if known >= fence {
+		return c
+	}
+	wctx, cancel := context.WithTimeout(ctx, fenceWait)
+	defer cancel()
+	tick := time.NewTicker(fencePoll)
+	defer tick.Stop()
+	for {
+		if st, err := c.ClusterStatus(wctx); err == nil {
+			l.sawApplied(i, st.AppliedIndex)
+			if st.AppliedIndex >= fence {
+				return c
+			}
+		}
+		select {
+		case <-wctx.Done():
+			l.log.Debug("tui: read fence not reached; reading anyway", "endpoint", l.endpoints[i], "fence", fence)
+			return c
+		case <-tick.C:
+		}
+	}
 }
 
 // Client methods: reads on the current endpoint's client, leader-bound
 // calls through onLeader.
 
 func (l *Live) RunList(ctx context.Context, p rpc.ListParams) (*rpc.ListResult, error) {
-	return l.c().RunList(ctx, p)
+	return l.reader(ctx).RunList(ctx, p)
 }
-func (l *Live) RunGet(ctx context.Context, id string) (*rpc.Run, error) { return l.c().RunGet(ctx, id) }
+func (l *Live) RunGet(ctx context.Context, id string) (*rpc.Run, error) {
+	return l.reader(ctx).RunGet(ctx, id)
+}
 func (l *Live) TaskGet(ctx context.Context, id string) (*rpc.Task, error) {
-	return l.c().TaskGet(ctx, id)
+	return l.reader(ctx).TaskGet(ctx, id)
 }
 func (l *Live) RunVerb(ctx context.Context, method, id, reason string) (*rpc.ChangedResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.RunVerb(ctx, method, id, reason) })
@@ -259,8 +359,18 @@ func (l *Live) RunSubmit(ctx context.Context, p rpc.SubmitParams) (*rpc.SubmitRe
 func (l *Live) TaskSignal(ctx context.Context, p rpc.TaskSignalParams) (*rpc.SignalResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.SignalResult, error) { return c.TaskSignal(ctx, p) })
 }
+func (l *Live) TaskList(ctx context.Context, p rpc.TaskListParams) (*rpc.TaskListResult, error) {
+	return l.reader(ctx).TaskList(ctx, p)
+}
+
+// RunRetry goes to the leader like the other actions. Repeating it after
+// the leader's endpoint failed is safe: a retry that already took effect
+// is refused (the run is active again), never applied twice.
+func (l *Live) RunRetry(ctx context.Context, p rpc.RetryParams) (*rpc.RetryResult, error) {
+	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.RetryResult, error) { return c.RunRetry(ctx, p) })
+}
 func (l *Live) QueueList(ctx context.Context) (*rpc.QueueListResult, error) {
-	return l.c().QueueList(ctx)
+	return l.reader(ctx).QueueList(ctx)
 }
 func (l *Live) QueuePause(ctx context.Context, name, runID string, pause bool) (*rpc.ChangedResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) { return c.QueuePause(ctx, name, runID, pause) })
@@ -275,10 +385,10 @@ func (l *Live) ClusterStats(ctx context.Context) (*rpc.ClusterStats, error) {
 	return l.c().ClusterStats(ctx)
 }
 func (l *Live) EventsList(ctx context.Context, p rpc.EventsListParams) (*rpc.EventsListResult, error) {
-	return l.c().EventsList(ctx, p)
+	return l.reader(ctx).EventsList(ctx, p)
 }
 func (l *Live) TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLogsResult, error) {
-	return l.c().TaskLogs(ctx, p)
+	return l.reader(ctx).TaskLogs(ctx, p)
 }
 
 // Schedule calls: the list on the current endpoint, the actions on the
@@ -286,7 +396,7 @@ func (l *Live) TaskLogs(ctx context.Context, p rpc.TaskLogsParams) (*rpc.TaskLog
 // its run id).
 
 func (l *Live) Schedules(ctx context.Context) (*schedrpc.ListResult, error) {
-	return schedrpc.List(ctx, l.c())
+	return schedrpc.List(ctx, l.reader(ctx))
 }
 func (l *Live) SchedulePause(ctx context.Context, id string, pause bool) (*rpc.ChangedResult, error) {
 	return onLeader(ctx, l, func(c *rpc.Client) (*rpc.ChangedResult, error) {
@@ -327,6 +437,7 @@ func (l *Live) Probe(ctx context.Context) []NodeStatus {
 			continue
 		}
 		l.learn(i, ns.Status.NodeID, "")
+		l.sawApplied(i, ns.Status.AppliedIndex)
 		if ns.Status.State == "leader" {
 			leader = ns.Status.NodeID
 		} else if leader == "" && i == int(l.cur.Load()) {

@@ -30,7 +30,7 @@ type freezeMsg struct{ on bool }
 // showHelpMsg opens the help overlay.
 type showHelpMsg struct{}
 
-var commandNames = []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules",
+var commandNames = []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules", "dead",
 	"cancel", "interrupt", "resume", "revert", "replay", "submit", "freeze", "live", "help", "quit"}
 
 // completeCommand completes the first word to the command it uniquely
@@ -55,7 +55,7 @@ func completeCommand(s string) string {
 // resolveCommand maps a typed name to a command: exact, alias, or unique
 // prefix.
 func resolveCommand(name string) (string, error) {
-	aliases := map[string]string{"q": "quit", "exit": "quit", "ev": "events", "wk": "workers", "qs": "queues", "sc": "schedules", "?": "help"}
+	aliases := map[string]string{"q": "quit", "exit": "quit", "ev": "events", "wk": "workers", "qs": "queues", "sc": "schedules", "failed": "dead", "dlq": "dead", "?": "help"}
 	if a, ok := aliases[name]; ok {
 		return a, nil
 	}
@@ -120,6 +120,8 @@ func runCommand(c Common, line string) tea.Cmd {
 		return msg(openScreenMsg{screen: scrEvents, arg: arg})
 	case "schedules":
 		return msg(openScreenMsg{screen: scrSchedules})
+	case "dead":
+		return msg(openScreenMsg{screen: scrDead})
 	case "freeze", "live":
 		return msg(freezeMsg{on: name == "freeze"})
 	case "help":

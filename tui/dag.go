@@ -31,6 +31,9 @@ type dagNode struct {
 	Type  string
 	State string
 	Deps  []string // task keys; unknown keys are ignored
+	// Finally: one of the run's finally tasks, drawn in a band of its own
+	// below the body (dag_finally.go).
+	Finally bool
 	// A group node (dag_group.go): its name, members and their states.
 	Group   string
 	Members []string
@@ -54,13 +57,18 @@ type dag struct {
 	layers [][]int // vertex ids per layer, in order
 	byKey  map[string]int
 	height int // rows
+	// finallyRow is the separator row above the finally band (when
+	// hasFinally; dag_finally.go).
+	finallyRow int
+	hasFinally bool
 }
 
 // maxLabel caps a task label's width.
 const maxLabel = 24
 
-// layoutDAG lays out nodes (in the run's task order).
-func layoutDAG(nodes []dagNode) *dag {
+// layoutLayers lays out nodes (in the run's task order) as one graph;
+// layoutDAG (dag_finally.go) adds the finally band.
+func layoutLayers(nodes []dagNode) *dag {
 	g := &dag{byKey: make(map[string]int, len(nodes))}
 	for _, n := range nodes {
 		if _, dup := g.byKey[n.Key]; dup {
@@ -421,6 +429,7 @@ func (g *dag) render(st *Styles, sel string) drawing {
 		}
 	}
 	out.lines = c.lines(st)
+	g.drawFinallyRule(st, &out)
 	return out
 }
 

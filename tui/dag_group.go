@@ -2,6 +2,7 @@ package tui
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -82,7 +83,7 @@ func groupCandidates(nodes []dagNode) (groups []dagGroup, member map[string]stri
 		return len(ids)
 	}
 	n := classes(func(i int) string {
-		return nodes[i].Type + "\x01" + itoa(g.vs[i].layer)
+		return nodes[i].Type + "\x01" + itoa(g.vs[i].layer) + "\x01" + strconv.FormatBool(nodes[i].Finally)
 	})
 	set := func(of []int) string {
 		cs := make([]int, len(of))
@@ -176,7 +177,7 @@ func collapse(nodes []dagNode, groups []dagGroup, member map[string]string, expa
 			}
 			g := byID[gid]
 			out = append(out, dagNode{Key: gid, Type: n.Type, Deps: slices.Clone(n.Deps), Group: g.name, Members: g.members,
-				States: []string{n.State}})
+				States: []string{n.State}, Finally: n.Finally})
 			folded[gid] = len(out) - 1
 			continue
 		}

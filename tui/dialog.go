@@ -9,13 +9,20 @@ import (
 )
 
 // confirmMsg asks the root to open a confirm dialog; yes runs on "Yes".
+// defaultYes focuses "Yes" first: only for an action the user has just
+// spelled out in full (`:submit FILE`, `:replay ID JSON`, the input editor's
+// ctrl+s) that creates a new run and cannot run twice (its id is chosen
+// when the dialog opens). The enter that follows is then the expected
+// "go"; everything that stops, reverts or deletes keeps "No" first.
 type confirmMsg struct {
 	title, body string
 	yes         tea.Cmd
+	defaultYes  bool
 }
 
-// dialog is a yes/no confirmation. "No" is focused first, so a stray
-// enter never fires an action; `y` confirms directly, `n` or esc declines.
+// dialog is a yes/no confirmation. "No" is focused first (unless the
+// request says defaultYes), so a stray enter never fires an action that
+// stops, reverts or deletes; `y` confirms directly, `n` or esc declines.
 type dialog struct {
 	Common
 	req      confirmMsg
@@ -37,7 +44,7 @@ var dkeys = dialogKeys{
 }
 
 func newDialog(c Common, req confirmMsg) *dialog {
-	return &dialog{Common: c, req: req}
+	return &dialog{Common: c, req: req, focusYes: req.defaultYes}
 }
 
 // ShortHelp implements help.KeyMap.

@@ -158,7 +158,13 @@ func (e *eventLog) selected() (rpc.Event, bool) {
 // View renders the header and the visible events.
 func (e *eventLog) View() string {
 	st := e.Styles
-	cols := []column{{Title: "TIME", Width: 8}, {Title: "INDEX", Width: 9, Right: true}, {Title: "KIND", Width: 12}}
+	// A run's timeline carries milliseconds: its events are often within
+	// one second of each other (a claim, its completion, the next claim).
+	stamp, tw := clock, 8
+	if !e.showRun {
+		stamp, tw = clockMillis, 12
+	}
+	cols := []column{{Title: "TIME", Width: tw}, {Title: "INDEX", Width: 9, Right: true}, {Title: "KIND", Width: 12}}
 	if e.showRun {
 		cols = append(cols, column{Title: "RUN", Width: 12})
 	}
@@ -179,7 +185,7 @@ func (e *eventLog) View() string {
 		if ev.From != "" || ev.To != "" {
 			trans += " " + dash(ev.From) + "→" + st.Paint(ev.To, dash(ev.To))
 		}
-		cells := []string{clock(ev.At), utoa(ev.Index) + "." + itoa(int(ev.Seq)), ev.Kind}
+		cells := []string{stamp(ev.At), utoa(ev.Index) + "." + itoa(int(ev.Seq)), ev.Kind}
 		if e.showRun {
 			cells = append(cells, shortID(ev.RunID))
 		}

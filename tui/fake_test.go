@@ -180,7 +180,7 @@ func (f *fakeClient) RunList(_ context.Context, p rpc.ListParams) (*rpc.ListResu
 	}
 	for ; i < len(f.runs); i++ {
 		r := f.runs[i]
-		if p.State != "" && r.State != p.State || !sel.Matches(r.Labels) {
+		if p.State != "" && r.State != p.State || !sel.Matches(r.Labels) || p.Workflow != "" && r.Workflow != p.Workflow {
 			continue
 		}
 		if len(res.Runs) == limit {

@@ -26,6 +26,7 @@ func TestEveryScreenFits80x24(t *testing.T) {
 		{"cluster", []string{"6"}, []string{"Raft configuration"}},
 		{"events", []string{"7"}, []string{"breaker"}},
 		{"schedules", []string{"8"}, []string{"nightly-etl"}},
+		{"failed", []string{"9"}, []string{"failed tasks in"}},
 		{"confirm", []string{"c"}, []string{"Cancel run"}},
 		{"command", []string{":"}, nil}, // the view after quitting holds it
 	} {

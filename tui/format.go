@@ -35,6 +35,15 @@ func clock(t time.Time) string {
 	return t.UTC().Format("15:04:05")
 }
 
+// clockMillis is a time of day in UTC with milliseconds, "-" for the
+// zero time.
+func clockMillis(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
 // stamp is the time of day with its age: "12:03:04 (3m ago)".
 func stamp(now, t time.Time) string {
 	if t.IsZero() {

@@ -221,18 +221,25 @@ func (h *header) indicator() string {
 	return st.Warn.Render("○ connecting…")
 }
 
-var screenNames = [numScreens]string{"Runs", "Run", "Task", "Queues", "Workers", "Cluster", "Events", "Schedules"}
+var screenNames = [numScreens]string{"Runs", "Run", "Task", "Queues", "Workers", "Cluster", "Events", "Schedules", "Failed"}
+
+// shorter and shortest are the names of the tabs not shown where the full
+// ones do not fit (80 columns); the active tab keeps its full name.
+var (
+	shorter  = [numScreens]string{"Runs", "Run", "Task", "Queues", "Workers", "Cluster", "Events", "Sched", "Failed"}
+	shortest = [numScreens]string{"Runs", "Run", "Task", "Queues", "Work", "Clus", "Events", "Sched", "Failed"}
+)
 
 // tabs renders the screen tabs; when they do not fit the width (80
 // columns) the inactive ones lose their padding.
 func (h *header) tabs(active screenID) string {
 	st := h.Styles
-	render := func(padding string) string {
+	render := func(padding string, names [numScreens]string) string {
 		var b strings.Builder
-		for i, n := range screenNames {
+		for i, n := range names {
 			label := itoa(i+1) + " " + n
 			if screenID(i) == active {
-				b.WriteString(st.NavActive.Render("[" + label + "]"))
+				b.WriteString(st.NavActive.Render("[" + itoa(i+1) + " " + screenNames[i] + "]"))
 			} else {
 				b.WriteString(st.Nav.Render(padding + label + padding))
 			}
@@ -240,10 +247,15 @@ func (h *header) tabs(active screenID) string {
 		}
 		return b.String()
 	}
-	if s := render(" "); h.Width == 0 || width(s) <= h.Width {
+	if s := render(" ", screenNames); h.Width == 0 || width(s) <= h.Width {
 		return s
 	}
-	return render("")
+	for _, names := range [][numScreens]string{screenNames, shorter} {
+		if s := render("", names); width(s) <= h.Width {
+			return s
+		}
+	}
+	return render("", shortest)
 }
 
 // footer is the last line: the screen's short help, and the latest error,

@@ -21,7 +21,7 @@ func helpView(c Common, title string, keys help.KeyMap) string {
 	hm.FullSeparator = "   "
 	hm.Width = max(c.Width-8, 20)
 	body := hm.FullHelpView(keys.FullHelp())
-	list := ":runs [state] · :run ID · :task RUN/KEY · :queues · :workers · :cluster · :events [filter] · :schedules\n"
+	list := ":runs [state] · :run ID · :task RUN/KEY · :queues · :workers · :cluster · :events [filter] · :schedules · :dead\n"
 	if !c.ReadOnly {
 		list += ":cancel|interrupt|resume|revert|replay ID · :replay ID JSON · :submit FILE [JSON] · "
 	}

@@ -23,6 +23,9 @@ type KeyMap struct {
 	Mark, MarkAll key.Binding
 	// Approve a waiting task (the task screen); replay with edited input.
 	Approve, EditReplay key.Binding
+	// Retry in place from the failed-tasks screen: the selected task's
+	// run, or every failed run of its workflow.
+	RetryTask, RetryFailed key.Binding
 }
 
 // NewKeyMap returns the default bindings; readOnly disables the actions.
@@ -68,14 +71,16 @@ func NewKeyMap(readOnly bool) *KeyMap {
 		MarkAll:     b([]string{"a"}, "a", "select all/none"),
 		Approve:     b([]string{"a"}, "a", "approve waiting task"),
 		EditReplay:  b([]string{"e"}, "e", "replay with edited input"),
+		RetryTask:   b([]string{"r"}, "r", "retry in place"),
+		RetryFailed: b([]string{"A"}, "A", "retry the workflow's failed runs"),
 	}
-	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules"}
+	names := []string{"runs", "run", "task", "queues", "workers", "cluster", "events", "schedules", "failed tasks"}
 	for i, n := range names {
 		d := string(rune('1' + i))
 		k.Screens[i] = b([]string{d}, d, n)
 	}
 	if readOnly {
-		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll, &k.Approve, &k.EditReplay} {
+		for _, a := range []*key.Binding{&k.Cancel, &k.Interrupt, &k.Resume, &k.Revert, &k.Replay, &k.Pause, &k.SchedPause, &k.Trigger, &k.Delete, &k.Mark, &k.MarkAll, &k.Approve, &k.EditReplay, &k.RetryTask, &k.RetryFailed} {
 			a.SetEnabled(false)
 		}
 	}
@@ -99,5 +104,5 @@ func (k *KeyMap) runActions() []key.Binding {
 
 // screensHelp is one help line for the screen keys.
 func (k *KeyMap) screensHelp() key.Binding {
-	return key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8"), key.WithHelp("1-8", "screens"))
+	return key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9"), key.WithHelp("1-9", "screens"))
 }

@@ -237,10 +237,14 @@ func (m *queuesModel) View() string {
 		b.WriteString(st.Subtle.Render("loading queues…"))
 	}
 	b.WriteByte('\n')
+	// A narrow terminal drops the sparkline first (RATE sums it up), then
+	// the rate limit (the detail line below says it), then the cap; the
+	// breaker column shrinks before OLDEST and RATE go.
 	cols := []column{{Title: "QUEUE", Min: 8, Flex: 1}, {Title: "READY", Width: 6, Right: true},
-		{Title: "RUNNING", Width: 7, Right: true}, {Title: "CAP", Width: 4, Right: true}, {Title: "LIMIT", Width: 7, Right: true}, {Title: "PAUSED", Width: 12},
-		{Title: "BREAKER", Width: 20}, {Title: "OLDEST", Width: 8, Right: true},
-		{Title: "DONE/5s (2 MIN)", Width: tputBuckets}, {Title: "RATE", Width: 7, Right: true}}
+		{Title: "RUNNING", Width: 7, Right: true}, {Title: "CAP", Width: 4, Right: true, Drop: 4},
+		{Title: "LIMIT", Width: 7, Right: true, Drop: 5}, {Title: "PAUSED", Width: 12},
+		{Title: "BREAKER", Min: 14, Flex: 2}, {Title: "OLDEST", Width: 8, Right: true},
+		{Title: "DONE/5s (2 MIN)", Width: tputBuckets, Drop: 6}, {Title: "RATE", Width: 7, Right: true, Drop: 3}}
 	t := newTable(st, cols, m.Width)
 	b.WriteString(t.render(m.nav, m.listHeight()+1, "no queues yet (a queue appears with its first task)", func(i int) []string {
 		q := &m.queues[i]

@@ -50,6 +50,7 @@ type runDetail struct {
 	run      *rpc.Run
 	pane     int
 	tasks    listNav
+	firstFin int // index of the first finally task in run.Tasks (listed last), -1: none
 	selKey   string
 	graph    *dag
 	nodes    []dagNode         // the run's tasks as the graph sees them
@@ -92,7 +93,7 @@ func (m *runDetail) bodyHeight() int { return max(m.Height-5, 1) }
 // SetSize re-lays out the panes.
 func (m *runDetail) SetSize(w, h int) {
 	m.Common.SetSize(w, h)
-	m.tasks.set(m.taskCount(), m.bodyHeight()-1)
+	m.tasks.set(m.taskCount(), m.taskRows())
 	m.timeline.SetSize(w, m.bodyHeight())
 	m.json.SetSize(w, m.bodyHeight())
 }
@@ -220,7 +221,8 @@ func (m *runDetail) Update(msg tea.Msg) (*runDetail, tea.Cmd) {
 
 func (m *runDetail) setRun(r *rpc.Run) {
 	m.run = r
-	m.tasks.set(len(r.Tasks), m.bodyHeight()-1)
+	m.firstFin = finallyLast(r.Tasks, func(t *rpc.Task) bool { return t.Finally })
+	m.tasks.set(len(r.Tasks), m.taskRows())
 	if i := m.taskIndex(m.selKey); i >= 0 {
 		m.tasks.to(i)
 	}
@@ -231,7 +233,7 @@ func (m *runDetail) setRun(r *rpc.Run) {
 		if t.SpawnedBy != "" && !slices.Contains(deps, t.SpawnedBy) {
 			deps = append(slices.Clone(deps), t.SpawnedBy)
 		}
-		nodes[i] = dagNode{Key: t.Key, Type: t.Type, State: string(t.State), Deps: deps}
+		nodes[i] = dagNode{Key: t.Key, Type: t.Type, State: string(t.State), Deps: deps, Finally: t.Finally}
 	}
 	m.nodes = nodes
 	m.groups, m.groupOf = groupCandidates(nodes)
@@ -537,29 +539,43 @@ func (m *runDetail) summary() string {
 	return fit(l1, m.Width) + "\n" + fit(l2, m.Width) + "\n" + fit(l3, m.Width) + "\n" + reason
 }
 
+// taskColumns: a narrow terminal drops the lease first (only running
+// tasks have one, and the task screen shows it), then the queue, the
+// attempt and the type; the key keeps room for a real name, and the
+// duration and a worker's name are never cut to make room for it.
 var taskColumns = []column{
-	{Title: "KEY", Min: 10, Flex: 2},
-	{Title: "TYPE", Min: 8, Flex: 1},
+	{Title: "KEY", Min: 18, Flex: 2},
+	{Title: "TYPE", Min: 8, Flex: 1, Drop: 2},
 	{Title: "STATE", Width: 11},
-	{Title: "ATTEMPT", Width: 7, Right: true},
-	{Title: "QUEUE", Min: 8, Flex: 1},
-	{Title: "WORKER", Min: 8, Flex: 1},
-	{Title: "LEASE", Width: 8, Right: true},
+	{Title: "ATTEMPT", Width: 7, Right: true, Drop: 3},
+	{Title: "QUEUE", Min: 8, Flex: 1, Drop: 4},
+	{Title: "WORKER", Min: 12, Flex: 1, Drop: 1},
+	{Title: "LEASE", Width: 8, Right: true, Drop: 5},
 	{Title: "DURATION", Width: 8, Right: true},
 }
 
 func (m *runDetail) tasksView(h int) string {
 	st, now := m.Styles, m.Now()
 	t := newTable(st, taskColumns, m.Width)
-	return t.render(m.tasks, h, "this run has no tasks", func(i int) []string {
+	from, to := m.tasks.visible()
+	return withFinallyRule(st, t.render(m.tasks, h, "this run has no tasks", func(i int) []string {
 		tk := &m.run.Tasks[i]
 		attempt := "-"
 		if tk.Attempt > 0 {
 			attempt = itoa(tk.Attempt) + "/" + itoa(tk.MaxAttempts)
 		}
 		return []string{tk.Key, tk.Type, st.State(string(tk.State)), attempt, tk.Queue, dash(tk.Worker),
-			leaseLeft(now, tk), span(now, tk.StartedAt, tk.FinishedAt)}
-	})
+			leaseLeft(now, tk), m.taskDuration(now, tk)}
+	}), m.firstFin, from, to, m.Width)
+}
+
+// taskRows is how many tasks the table shows (one row less for the
+// finally rule when the run has finally tasks).
+func (m *runDetail) taskRows() int {
+	if m.run != nil && m.firstFin >= 0 {
+		return m.bodyHeight() - 2
+	}
+	return m.bodyHeight() - 1
 }
 
 // graphClipped reports whether the graph does not fit the pane (h rows):

@@ -641,7 +641,7 @@ func (m *runsModel) View() string {
 		r := &m.rows[m.rowAt(i)]
 		started := "-"
 		if !r.StartedAt.IsZero() {
-			started = strings.TrimSuffix(ago(now, r.StartedAt), " ago")
+			started = ago(now, r.StartedAt)
 		}
 		if narrow {
 			return []string{shortID(r.ID), r.Workflow, st.State(string(r.State)), st.Bar(r.Done, r.TaskCount, barW),

@@ -91,7 +91,7 @@ func replayWithInput(c Common, id string, input json.RawMessage) tea.Cmd {
 			}
 			return openRunMsg{id: res.ID}
 		}
-		return confirmMsg{title: title, body: body, yes: yes}
+		return confirmMsg{title: title, body: body, yes: yes, defaultYes: true}
 	}
 }
 
@@ -146,7 +146,7 @@ func confirmSubmit(c Common, path string, wf, input json.RawMessage, name string
 		}
 		return openRunMsg{id: res.ID}
 	}
-	return confirmMsg{title: title, body: body, yes: yes}
+	return confirmMsg{title: title, body: body, yes: yes, defaultYes: true}
 }
 
 // workflowJSON returns JSON as is and converts YAML (a superset) to JSON,

@@ -19,10 +19,17 @@ type column struct {
 	Flex  int // share of the width left after fixed columns (default 1)
 	Min   int // minimum width of a flexible column
 	Right bool
+	// Drop orders what goes when the columns do not fit: the column with
+	// the highest Drop goes first, then the next; 0 is never dropped.
+	// Give low-value columns (wide, or repeated elsewhere on the screen)
+	// the highest numbers, so narrow terminals keep what matters.
+	Drop int
 }
 
 // layout resolves flexible column widths for a table total cells wide
 // (the cursor gutter of 2 cells and one space between columns included).
+// Flexible columns share what the fixed ones leave, by Flex, never below
+// their Min.
 func layout(cols []column, total int) []int {
 	w := make([]int, len(cols))
 	left := total - 2 - (len(cols) - 1)
@@ -41,7 +48,78 @@ func layout(cols []column, total int) []int {
 			w[i] = max(c.Min, left*max(c.Flex, 1)/max(flex, 1))
 		}
 	}
+	if sum(w) <= left+fixedSum(cols) {
+		return w
+	}
+	// A Min raised a share past what is left: give every flexible column
+	// its Min, then share the rest by Flex.
+	extra := left
+	for i, c := range cols {
+		if c.Width == 0 {
+			w[i] = c.Min
+			extra -= c.Min
+		}
+	}
+	extra = max(extra, 0)
+	for i, c := range cols {
+		if c.Width == 0 {
+			w[i] += extra * max(c.Flex, 1) / max(flex, 1)
+		}
+	}
 	return w
+}
+
+func sum(w []int) int {
+	n := 0
+	for _, x := range w {
+		n += x
+	}
+	return n
+}
+
+func fixedSum(cols []column) int {
+	n := 0
+	for _, c := range cols {
+		n += c.Width
+	}
+	return n
+}
+
+// need is the width cols take at the least: gutter, gaps, fixed widths
+// and the flexible columns' minimums.
+func need(cols []column) int {
+	n := 2 + len(cols) - 1
+	for _, c := range cols {
+		n += max(c.Width, c.Min)
+	}
+	return n
+}
+
+// fitColumns drops columns, highest Drop first, until the rest fit total
+// cells; it returns the kept columns and their indexes in cols.
+func fitColumns(cols []column, total int) ([]column, []int) {
+	keep := make([]int, len(cols))
+	for i := range cols {
+		keep[i] = i
+	}
+	kept := cols
+	for need(kept) > total {
+		worst := -1
+		for j, i := range keep {
+			if d := cols[i].Drop; d > 0 && (worst < 0 || d > cols[keep[worst]].Drop) {
+				worst = j
+			}
+		}
+		if worst < 0 {
+			break // nothing more may go: cells are cut instead
+		}
+		keep = append(keep[:worst:worst], keep[worst+1:]...)
+		kept = make([]column, len(keep))
+		for j, i := range keep {
+			kept[j] = cols[i]
+		}
+	}
+	return kept, keep
 }
 
 // listNav is the cursor and scroll offset of a list of n rows shown h rows
@@ -96,14 +174,16 @@ func (l *listNav) key(k *KeyMap, msg tea.KeyMsg) bool {
 // table renders a header and the visible rows of a list.
 type table struct {
 	st     *Styles
-	cols   []column
+	cols   []column // the columns shown
+	keep   []int    // their indexes in the columns asked for (cells are given for those)
 	widths []int
 	width  int
 	marked func(i int) bool // rows marked for a bulk action (nil: none)
 }
 
 func newTable(st *Styles, cols []column, width int) table {
-	return table{st: st, cols: cols, widths: layout(cols, width), width: width}
+	shown, keep := fitColumns(cols, width)
+	return table{st: st, cols: shown, keep: keep, widths: layout(shown, width), width: width}
 }
 
 // header renders the column titles.
@@ -112,10 +192,24 @@ func (t table) header() string {
 	for i, c := range t.cols {
 		cells[i] = c.Title
 	}
-	return t.st.ColHeader.Render(t.line("  ", cells))
+	return t.st.ColHeader.Render(t.line("  ", t.unkept(cells)))
 }
 
-// line joins cells fitted to their widths after a 2-cell gutter.
+// unkept spreads the shown columns' cells to the indexes of the columns
+// asked for (the header's titles are given per shown column).
+func (t table) unkept(cells []string) []string {
+	if len(t.keep) == 0 {
+		return cells
+	}
+	out := make([]string, t.keep[len(t.keep)-1]+1)
+	for j, i := range t.keep {
+		out[i] = cells[j]
+	}
+	return out
+}
+
+// line joins cells (one per column asked for) fitted to the shown
+// columns' widths after a 2-cell gutter.
 func (t table) line(gutter string, cells []string) string {
 	var b strings.Builder
 	b.WriteString(gutter)
@@ -124,8 +218,8 @@ func (t table) line(gutter string, cells []string) string {
 			b.WriteByte(' ')
 		}
 		c := ""
-		if i < len(cells) {
-			c = cells[i]
+		if j := t.keep[i]; j < len(cells) {
+			c = cells[j]
 		}
 		if t.cols[i].Right {
 			b.WriteString(padLeft(c, w))

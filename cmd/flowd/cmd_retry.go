@@ -43,7 +43,7 @@ func runRetryAction(cCtx *cli.Context) error {
 	defer c.Close()
 	start := time.Now()
 	ctx, cancel := waitCallCtx(cCtx)
-	res, err := c.RetryRun(ctx, rpc.RetryParams{ID: id, Task: cCtx.String("task")})
+	res, err := c.RunRetry(ctx, rpc.RetryParams{ID: id, Task: cCtx.String("task")})
 	cancel()
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func retryAllFailed(cCtx *cli.Context) error {
 	retried, failed := 0, 0
 	w := cCtx.App.Writer
 	for _, id := range ids {
-		if _, err := c.RetryRun(cCtx.Context, rpc.RetryParams{ID: id}); err != nil {
+		if _, err := c.RunRetry(cCtx.Context, rpc.RetryParams{ID: id}); err != nil {
 			failed++
 			fmt.Fprintf(cCtx.App.ErrWriter, "run %s: %v\n", shortID(id), err)
 			continue

@@ -51,7 +51,7 @@ func taskListAction(cCtx *cli.Context) error {
 	var tasks []rpc.Task
 	for len(tasks) < limit {
 		p.Limit = limit - len(tasks)
-		res, err := c.ListTasks(cCtx.Context, p)
+		res, err := c.TaskList(cCtx.Context, p)
 		if err != nil {
 			return err
 		}

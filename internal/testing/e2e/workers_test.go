@@ -308,7 +308,7 @@ func TestExamples(t *testing.T) {
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunFailed {
 		t.Fatalf("retry: %s before the retry", r.State)
 	}
-	if _, err := cl.RetryRun(t.Context(), rpc.RetryParams{ID: id}); err != nil {
+	if _, err := cl.RunRetry(t.Context(), rpc.RetryParams{ID: id}); err != nil {
 		t.Fatal(err)
 	}
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
