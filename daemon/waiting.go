@@ -110,11 +110,10 @@ func explainHold(run string, h fsm.Hold) rpc.WaitingOn {
 	at := func(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
 	switch h.Reason {
 	case fsm.HoldStartAt:
-		w.Message = "the run has a delayed start: it starts at " + at(h.Until)
-		w.Command = "flowd run cancel " + run + " (and submit it again without --delay to start now)"
+		w.Message = "the run has a delayed start: it starts at " + at(h.Until) + " (to start it now, cancel it and submit it again without --delay)"
 	case fsm.HoldAdmission:
-		w.Message = fmt.Sprintf("admission: %d of %d runs are running (settings max_running_runs); the run starts when one ends", h.Count, h.Limit)
-		w.Command = fmt.Sprintf("flowd settings set --max-running-runs N (N > %d, or 0 for no cap)", h.Limit)
+		w.Message = fmt.Sprintf("admission: %d of %d runs are running (settings max_running_runs); the run starts when one ends, or raise the cap (0: none)", h.Count, h.Limit)
+		w.Command = "flowd settings set --max-running-runs N"
 	case fsm.HoldInterrupted:
 		w.Message = "the run is interrupted"
 		w.Command = "flowd run resume " + run
@@ -125,19 +124,19 @@ func explainHold(run string, h fsm.Hold) rpc.WaitingOn {
 		w.Message = "queue " + h.Queue + " is paused"
 		w.Command = "flowd queue resume " + h.Queue
 	case fsm.HoldBreakerOpen:
-		w.Message = fmt.Sprintf("the circuit breaker of type %s is open after %d consecutive failures; it lets one trial task through at %s (settings breaker_cooldown) and closes when that succeeds",
+		w.Message = fmt.Sprintf("the circuit breaker of type %s is open after %d consecutive failures; it lets one trial task through at %s (settings breaker_cooldown) and closes when that succeeds; turning breakers off (cluster-wide) lifts it now",
 			h.Type, h.Failures, at(h.Until))
-		w.Command = "flowd settings set --breaker-failures -1 (turns breakers off, cluster-wide)"
+		w.Command = "flowd settings set --breaker-failures -1"
 	case fsm.HoldBreakerTrial:
-		w.Message = "the circuit breaker of type " + h.Type + " is half-open: it waits for its trial task " + h.Trial + " and closes when that succeeds"
-		w.Command = "flowd settings set --breaker-failures -1 (turns breakers off, cluster-wide)"
+		w.Message = "the circuit breaker of type " + h.Type + " is half-open: it waits for its trial task " + h.Trial + " and closes when that succeeds; turning breakers off (cluster-wide) lifts it now"
+		w.Command = "flowd settings set --breaker-failures -1"
 	case fsm.HoldConcurrency:
 		how := ""
 		if h.Auto {
 			how = ", adjusted by the leader (auto)"
 		}
-		w.Message = fmt.Sprintf("queue %s is at its concurrency cap: %d of %d running%s", h.Queue, h.Count, h.Limit, how)
-		w.Command = fmt.Sprintf("flowd queue set %s --concurrency N (N > %d, or 0 for no cap)", h.Queue, h.Limit)
+		w.Message = fmt.Sprintf("queue %s is at its concurrency cap: %d of %d running%s; a task starts when one ends, or raise the cap (0: none)", h.Queue, h.Count, h.Limit, how)
+		w.Command = "flowd queue set " + h.Queue + " --concurrency N"
 	case fsm.HoldRateLimit:
 		of := "queue " + h.Queue + "'s rate limit"
 		w.Command = "flowd queue set " + h.Queue + " --rate R"
@@ -145,8 +144,7 @@ func explainHold(run string, h fsm.Hold) rpc.WaitingOn {
 			of = "the rate limit of type " + h.Type + " in queue " + h.Queue
 			w.Command += " --type " + h.Type
 		}
-		w.Message = of + " (" + h.Rate + ") holds it; the next token comes at " + at(h.Until)
-		w.Command += " (a higher R, or 0 to remove the limit)"
+		w.Message = of + " (" + h.Rate + ") holds it; the next token comes at " + at(h.Until) + ", or raise the rate (0: no limit)"
 	case fsm.HoldBackoff:
 		w.Message = "a failed attempt's retry backoff: it becomes ready again at " + at(h.Until)
 	default:
