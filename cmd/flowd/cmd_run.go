@@ -336,6 +336,9 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 		}
 		row(tw, label, waitingText(wo))
 	}
+	if k := failedOnce(r); k != "" {
+		row(tw, "Retries:", k+" failed its only attempt: max_attempts defaults to 1 (no retry); set retry.max_attempts in the spec, or `flowd settings set --default-max-attempts N` for new runs")
+	}
 	if len(r.Input) > 0 {
 		row(tw, "Input:", oneLine(string(r.Input), 100))
 	}
@@ -377,6 +380,17 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 			deps, span(t.StartedAt, t.FinishedAt), dash(out))
 	}
 	tw.Flush()
+}
+
+// failedOnce names the first task that failed with a one-attempt policy
+// (the default), or "".
+func failedOnce(r *rpc.Run) string {
+	for _, t := range r.Tasks {
+		if t.State == domain.TaskFailed && t.MaxAttempts == 1 && t.Attempt == 1 {
+			return t.Key
+		}
+	}
+	return ""
 }
 
 // retryText is a task's retry policy in force: "none" (one attempt, the
