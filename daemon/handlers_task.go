@@ -37,7 +37,7 @@ func (a *Agent) taskGet(ctx context.Context, p rpc.TaskIDParams) (rpc.Task, erro
 		return rpc.Task{}, err
 	}
 	out := toTask(t, true)
-	a.taskWaitingOn(ctx, run, &out)
+	a.taskWaitingOn(ctx, run, t, &out)
 	return out, nil
 }
 

@@ -26,8 +26,8 @@ type holdReader interface {
 // noWorker lists the types waiting_for_worker flagged.
 func (a *Agent) waitingOn(r *fsm.Run, tasks []*fsm.Task, noWorker []string, out *rpc.Run) {
 	hr, ok := a.state.(holdReader)
-	if !ok {
-		return
+	if !ok || r.State.Done() {
+		return // a done run waits for nothing
 	}
 	now := max(a.state.Now(), time.Now().UnixMilli()) // as queue.list: the later of the FSM's clock and the wall's
 	runHold, holds, err := hr.Holds(r, tasks, now)
@@ -49,31 +49,25 @@ func (a *Agent) waitingOn(r *fsm.Run, tasks []*fsm.Task, noWorker []string, out 
 			continue
 		}
 		t.WaitingOn = &w
-		if !slices.ContainsFunc(out.WaitingOn, func(o rpc.WaitingOn) bool { return o.Message == w.Message }) {
+		// Once per reason, queue and type: a fan-out of retrying tasks is
+		// one line, not one per task.
+		if !slices.ContainsFunc(out.WaitingOn, func(o rpc.WaitingOn) bool { return o.Reason == w.Reason && o.Queue == w.Queue && o.Type == w.Type }) {
 			out.WaitingOn = append(out.WaitingOn, w)
 		}
 	}
 }
 
-// taskWaitingOn is task.get's waiting_on for t of run.
-func (a *Agent) taskWaitingOn(ctx context.Context, run string, out *rpc.Task) {
-	r, tasks, err := a.state.GetRun(run)
-	if err != nil {
+// taskWaitingOn is task.get's waiting_on for t (out) of run.
+func (a *Agent) taskWaitingOn(ctx context.Context, run string, t *fsm.Task, out *rpc.Task) {
+	r, err := a.state.GetRunOnly(run)
+	if err != nil || r.State.Done() {
 		return
 	}
-	var mine []*fsm.Task
-	for _, t := range tasks {
-		if t.Key == out.Key {
-			mine = append(mine, t)
-		}
-	}
+	mine := []*fsm.Task{t}
 	noWorker, _ := a.waitingForWorker(ctx, mine)
 	rr := rpc.Run{Tasks: []rpc.Task{*out}}
 	a.waitingOn(r, mine, noWorker, &rr)
 	out.WaitingOn = rr.Tasks[0].WaitingOn
-	if out.WaitingOn == nil && len(rr.WaitingOn) > 0 && len(mine) == 1 && len(mine[0].Deps) == 0 {
-		out.WaitingOn = &rr.WaitingOn[0] // the run's own reason (a root of a pending or interrupted run)
-	}
 }
 
 // readyType is the type a worker needs for t if t is dispatchable.
