@@ -228,6 +228,9 @@ func (a *Agent) startServing(sock, fwdL, clientL, httpL net.Listener) {
 		}()
 	}
 	go a.rate.run(a.stopCtx())
+	if a.prop != nil {
+		go a.watchOffice(a.stopCtx())
+	}
 	a.removeStaleTemps()
 	go a.publishLoop(a.stopCtx())
 	go a.transferJanitor(a.stopCtx())

@@ -70,6 +70,10 @@ func toTask(t *fsm.Task, detail bool) rpc.Task {
 	if t.State == domain.TaskRetrying {
 		out.NotBefore = ms(t.RetryAt)
 	}
+	if t.Retry.MaxAttempts > 0 {
+		rp := t.Retry
+		out.Retry = &rp
+	}
 	// A sleep task (type sleep with a timer: no worker attempts) sleeps
 	// like a wait task waits.
 	if t.Type == domain.TypeWait || t.Type == domain.TypeSleep && len(t.Attempts) == 0 && t.FencingToken != 0 {

@@ -35,7 +35,7 @@ func (a *Agent) queueList(context.Context, struct{}) (rpc.QueueListResult, error
 	out := rpc.QueueListResult{Queues: []rpc.Queue{}, Breakers: []rpc.Breaker{}}
 	for _, q := range qs {
 		rq := rpc.Queue{Name: q.Name, Ready: q.Ready, Running: q.Running, Concurrency: q.Concurrency,
-			Paused: q.Paused, PausedRuns: q.PausedRuns, Types: q.Types, Breakers: []rpc.Breaker{}}
+			Paused: q.Paused, PausedRuns: q.PausedRuns, PausedReady: q.PausedReady, Types: q.Types, Breakers: []rpc.Breaker{}}
 		if q.OldestReadyAt != 0 {
 			rq.OldestReadyMS = max(0, now-q.OldestReadyAt)
 		}

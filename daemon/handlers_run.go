@@ -159,6 +159,7 @@ func (a *Agent) runGet(ctx context.Context, p rpc.IDParams) (rpc.Run, error) {
 			}
 		}
 		out.WaitingForWorker, out.WaitingForWorkerNote = a.waitingForWorker(ctx, tasks)
+		a.waitingOn(r, tasks, out.WaitingForWorker, &out)
 		return out, nil
 	})
 }

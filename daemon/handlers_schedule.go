@@ -26,6 +26,15 @@ type scheduleReader interface {
 	GetSchedule(id string) (*fsm.Schedule, *fsm.ScheduleBody, error)
 }
 
+// liveActive drops the runs that have finished from s's active list: the
+// stored list is pruned only at the schedule's next fire (a day later for a
+// nightly one), so a read filters it by the runs' states.
+func (a *Agent) liveActive(s *fsm.Schedule) {
+	if ur, ok := a.state.(interface{ UnfinishedRuns(ids []string) []string }); ok && len(s.Active) > 0 {
+		s.Active = ur.UnfinishedRuns(s.Active)
+	}
+}
+
 func (a *Agent) schedules() (scheduleReader, error) {
 	r, ok := a.state.(scheduleReader)
 	if !ok {
@@ -124,6 +133,7 @@ func (a *Agent) scheduleList(context.Context, struct{}) (schedrpc.ListResult, er
 		if ss[i].State == domain.SchedulePaused {
 			ss[i].NextFireAt = 0
 		}
+		a.liveActive(&ss[i])
 		out.Schedules = append(out.Schedules, toSchedule(&ss[i]))
 	}
 	return out, nil
@@ -150,6 +160,7 @@ func (a *Agent) scheduleGet(_ context.Context, p schedrpc.IDParams) (schedrpc.Sc
 	if paused {
 		s.NextFireAt = 0
 	}
+	a.liveActive(s)
 	out := toSchedule(s)
 	if expr, err := cronexpr.Parse(s.Cron, s.TZ, s.IntervalMS); err == nil && !paused {
 		for _, t := range expr.Upcoming(s.NextFireAt, n) {

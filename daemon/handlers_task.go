@@ -23,7 +23,7 @@ type claimReader interface {
 	LeaseOwners() map[string]int
 }
 
-func (a *Agent) taskGet(_ context.Context, p rpc.TaskIDParams) (rpc.Task, error) {
+func (a *Agent) taskGet(ctx context.Context, p rpc.TaskIDParams) (rpc.Task, error) {
 	run, key, ok := fsm.SplitTaskID(p.ID)
 	if !ok {
 		return rpc.Task{}, invalid("task id %q must look like <run id>/<task key>", p.ID)
@@ -36,7 +36,9 @@ func (a *Agent) taskGet(_ context.Context, p rpc.TaskIDParams) (rpc.Task, error)
 	if err != nil {
 		return rpc.Task{}, err
 	}
-	return toTask(t, true), nil
+	out := toTask(t, true)
+	a.taskWaitingOn(ctx, run, t, &out)
+	return out, nil
 }
 
 func checkNames(kind string, names []string) error {

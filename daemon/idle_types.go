@@ -35,6 +35,33 @@ func (a *Agent) idleTypeAfter() time.Duration {
 	return DefaultIdleTypeAfter
 }
 
+// watchOffice starts the worker registry's learning window when this node
+// takes office, not at the first read or claim: a run on a type no worker
+// ever served is flagged --idle-type-after after the leader took office even
+// if nobody looked before. A raft state change that leaves this node leading
+// keeps the window's start.
+func (a *Agent) watchOffice(ctx context.Context) {
+	var office time.Time // when this node last took office; zero while it follows
+	for ctx.Err() == nil {
+		epoch := a.prop.LeaderEpoch() // before asking who leads
+		if epoch == nil {
+			return // a proposer without leadership terms (a test's fake)
+		}
+		if a.prop.IsLeader() {
+			if office.IsZero() {
+				office = time.Now().UTC()
+			}
+			a.workers.tookOffice(epoch, office)
+		} else {
+			office = time.Time{}
+		}
+		select {
+		case <-epoch.Done():
+		case <-ctx.Done():
+		}
+	}
+}
+
 // workersLocal is workers.list answered from this node's registry (the
 // leader's, or a forwarded call's).
 func (a *Agent) workersLocal() rpc.WorkersResult {

@@ -86,3 +86,45 @@ func TestWaitingForWorkerThroughFollower(t *testing.T) {
 		t.Fatalf("workers.list served_known %v idle_type_after_ms %d", wl.ServedKnown, wl.IdleTypeAfterMS)
 	}
 }
+
+// The learning window starts when the leader takes office, not at the first
+// read: once the leader has led for --idle-type-after, the very first
+// run.get of a run on a type no worker ever served flags it.
+func TestWaitingForWorkerWindowStartsAtOffice(t *testing.T) {
+	agents := startAgents(t, 3)
+	const after = 300 * time.Millisecond
+	for _, a := range agents {
+		a.workers.idleAfter.Store(int64(after))
+	}
+	ld, _ := followers(agents)
+	since := func() time.Time {
+		ld.workers.mu.Lock()
+		defer ld.workers.mu.Unlock()
+		return ld.workers.since
+	}
+	// Nothing has read the leader's worker list or claimed from it.
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader's registry notes when it took office", func() bool {
+		return !since().IsZero()
+	})
+	testutil.EventuallyTrue(t, 5*time.Second, 10*time.Millisecond, "the leader has led for --idle-type-after", func() bool {
+		return time.Since(since()) >= after
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := client(t, ld)
+	res, err := c.RunSubmit(ctx, rpc.SubmitParams{Workflow: json.RawMessage(`{"tasks":[{"key":"a","type":"never"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.RunGet(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(run.WaitingForWorker, []string{"never"}) || run.WaitingForWorkerNote != "" {
+		t.Fatalf("first read after the leader led for %v: waiting_for_worker %q, note %q", after, run.WaitingForWorker, run.WaitingForWorkerNote)
+	}
+	if len(run.Tasks) != 1 || run.Tasks[0].WaitingOn == nil || run.Tasks[0].WaitingOn.Reason != "no_worker" ||
+		run.Tasks[0].WaitingOn.Command != "flowd worker run --type never --exec CMD" {
+		t.Fatalf("task waiting_on %+v", run.Tasks[0].WaitingOn)
+	}
+}

@@ -140,3 +140,39 @@ func TestIntervalScheduleFires(t *testing.T) {
 		t.Fatalf("missed fires metric: %v %v", v, ok)
 	}
 }
+
+// A schedule's active runs are those still running when read: a run that
+// finished leaves schedule.get and schedule.list at once, not at the next
+// fire (a day later for a nightly schedule).
+func TestScheduleActiveRunsDropFinishedOnRead(t *testing.T) {
+	agents := startAgents(t, 3)
+	_, fs := followers(agents)
+	c := client(t, fs[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wf := json.RawMessage(`{"name":"report","tasks":[{"key":"a","type":"echo"}]}`)
+	if _, err := schedrpc.Create(ctx, c, schedrpc.CreateParams{ID: "nightly", Cron: "0 3 * * *", Workflow: wf}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := schedrpc.Trigger(ctx, c, schedrpc.TriggerParams{ID: "nightly"})
+	if err != nil || tr.Outcome != "started" {
+		t.Fatalf("trigger: %+v %v", tr, err)
+	}
+	s, err := schedrpc.Get(ctx, c, "nightly", 0)
+	if err != nil || len(s.ActiveRuns) != 1 || s.ActiveRuns[0] != tr.RunID {
+		t.Fatalf("while its run runs: active %q %v", s.ActiveRuns, err)
+	}
+	if _, err := c.RunVerb(ctx, rpc.MethodRunCancel, tr.RunID, "done with it"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RunWait(ctx, tr.RunID, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = schedrpc.Get(ctx, c, "nightly", 0); err != nil || len(s.ActiveRuns) != 0 {
+		t.Fatalf("after its run ended: active %q %v", s.ActiveRuns, err)
+	}
+	list, err := schedrpc.List(ctx, c)
+	if err != nil || len(list.Schedules) != 1 || len(list.Schedules[0].ActiveRuns) != 0 {
+		t.Fatalf("list after its run ended: %+v %v", list, err)
+	}
+}

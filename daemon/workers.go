@@ -51,6 +51,14 @@ func (r *workerRegistry) lead(epoch context.Context, now time.Time) {
 	}
 }
 
+// tookOffice notes that this node leads in epoch since office (its
+// learning window's start).
+func (r *workerRegistry) tookOffice(epoch context.Context, office time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch, r.since = epoch, office
+}
+
 // waiting records a long-poll claim arriving at the leader.
 func (r *workerRegistry) waiting(p rpc.ClaimParams, node string, epoch context.Context) {
 	r.claimed(p, node, epoch)

@@ -431,6 +431,22 @@ func (f *FSM) GetSchedule(id string) (*Schedule, *ScheduleBody, error) {
 	return s, b, err
 }
 
+// UnfinishedRuns returns the runs of ids that are not done (and exist), in
+// order: a schedule's active list as of now. The stored list is pruned only
+// when the schedule next fires (refreshActive), so readers filter it.
+func (f *FSM) UnfinishedRuns(ids []string) []string {
+	var out []string
+	_ = f.View(func(r Reader) error {
+		for _, id := range ids {
+			if run, err := getJSON[Run](r, runKey(id)); err != nil || run != nil && !run.State.Done() {
+				out = append(out, id) // unreadable: kept, as stored
+			}
+		}
+		return nil
+	})
+	return out
+}
+
 // ScheduleRunsDone reports whether every run in ids is done (or gone): a
 // buffered fire may then be released.
 func (f *FSM) ScheduleRunsDone(ids []string) bool {

@@ -308,6 +308,9 @@ type QueueInfo struct {
 	QueueState
 	OldestReadyAt int64     `json:"oldest_ready_at,omitempty"`
 	Breakers      []Breaker `json:"breakers,omitempty"`
+	// PausedReady counts the ready tasks a pause for their run holds back
+	// (they are not in the ready index, so Ready does not count them).
+	PausedReady int `json:"paused_ready,omitempty"`
 }
 
 // Queues lists every queue with counts, config, oldest ready task and the
@@ -331,6 +334,18 @@ func (f *FSM) Queues() ([]QueueInfo, error) {
 		}
 		for _, q := range qs {
 			info := QueueInfo{QueueState: q}
+			for _, run := range q.PausedRuns {
+				tasks, err := readTasks(r, run)
+				if err != nil {
+					return err
+				}
+				for _, t := range tasks {
+					if t.Queue == q.Name && t.LeaseOwner == "" && (t.State == domain.TaskReady && t.Type != domain.TypeWait ||
+						t.State == domain.TaskReverting && t.Comp != nil && t.Comp.Phase == CompReady) {
+						info.PausedReady++
+					}
+				}
+			}
 			types := map[string]bool{}
 			for typ := range q.Types {
 				types[typ] = true

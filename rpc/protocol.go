@@ -125,6 +125,27 @@ type Run struct {
 	// learning its workers).
 	WaitingForWorker     []string `json:"waiting_for_worker,omitempty"`
 	WaitingForWorkerNote string   `json:"waiting_for_worker_note,omitempty"`
+	// WaitingOn says why the run, or some of its tasks, is not running:
+	// the run's own reason first (a delayed start, admission, interrupted),
+	// then each distinct task reason (run.get only; computed when read).
+	WaitingOn []WaitingOn `json:"waiting_on,omitempty"`
+}
+
+// WaitingOn is why a run or task that could run is not running now, and
+// what lifts it (computed when read, never stored).
+type WaitingOn struct {
+	// Reason: start_at, admission, run_interrupted, run_paused,
+	// queue_paused, breaker_open, breaker_trial, concurrency, rate_limit,
+	// retry_backoff, no_worker.
+	Reason string `json:"reason"`
+	// Message says it in a sentence; Command is the command that lifts it
+	// (absent when only time does); Until is when it lifts by itself.
+	Message string    `json:"message"`
+	Command string    `json:"command,omitempty"`
+	Until   time.Time `json:"until,omitzero"`
+	// Queue and Type: the queue and task type it concerns (task reasons).
+	Queue string `json:"queue,omitempty"`
+	Type  string `json:"type,omitempty"`
 }
 
 // Task is the protocol view of a task run.
@@ -184,6 +205,12 @@ type Task struct {
 	Finally bool `json:"finally,omitempty"`
 	// ChildRun: the child run a task of type run started (run.get only).
 	ChildRun string `json:"child_run,omitempty"`
+	// WaitingOn: why the task, which could run, is not running now
+	// (run.get and task.get; computed when read).
+	WaitingOn *WaitingOn `json:"waiting_on,omitempty"`
+	// Retry is the retry policy in force (max_attempts and backoff, the
+	// defaults filled in).
+	Retry *domain.RetryPolicy `json:"retry,omitempty"`
 }
 
 // Compensation is a reverting task's revert handler status.
@@ -502,12 +529,15 @@ type Breaker struct {
 
 // Queue is one queue in queue.list.
 type Queue struct {
-	Name          string         `json:"name"`
-	Ready         int            `json:"ready"`
-	Running       int            `json:"running"`
-	Concurrency   int            `json:"concurrency"`
-	Paused        bool           `json:"paused"`
-	PausedRuns    []string       `json:"paused_runs,omitempty"`
+	Name        string   `json:"name"`
+	Ready       int      `json:"ready"`
+	Running     int      `json:"running"`
+	Concurrency int      `json:"concurrency"`
+	Paused      bool     `json:"paused"`
+	PausedRuns  []string `json:"paused_runs,omitempty"`
+	// PausedReady counts ready tasks held back by a pause for their run
+	// (paused_runs); ready does not count them (no worker can claim them).
+	PausedReady   int            `json:"paused_ready,omitempty"`
 	OldestReadyMS int64          `json:"oldest_ready_ms"`
 	Types         map[string]int `json:"types,omitempty"`
 	Breakers      []Breaker      `json:"breakers"`

@@ -535,6 +535,8 @@ func (m *runDetail) summary() string {
 		// Computed by the leader from live claims (run.get), not stored.
 		reason = st.Warn.Render("⚠ waiting for a worker: no worker claims type " + strings.Join(r.WaitingForWorker, ", ") +
 			" (start one with flowd worker run --type " + r.WaitingForWorker[0] + ")")
+	case len(r.WaitingOn) > 0:
+		reason = st.Warn.Render(waitingOnLine(r.WaitingOn[0]))
 	}
 	return fit(l1, m.Width) + "\n" + fit(l2, m.Width) + "\n" + fit(l3, m.Width) + "\n" + reason
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -92,7 +93,11 @@ func queueListAction(cCtx *cli.Context) error {
 			for _, b := range q.Breakers {
 				bs = append(bs, fmt.Sprintf("%s:%s(%d)", b.Type, b.State, b.Failures))
 			}
-			row(tw, q.Name, q.Ready, q.Running, conc, rateLimitText(q), paused, oldest, dash(strings.Join(bs, " ")))
+			ready := strconv.Itoa(q.Ready)
+			if q.PausedReady > 0 {
+				ready += fmt.Sprintf(" (+%d paused)", q.PausedReady) // held by a pause for their run
+			}
+			row(tw, q.Name, ready, q.Running, conc, rateLimitText(q), paused, oldest, dash(strings.Join(bs, " ")))
 		}
 	})
 }

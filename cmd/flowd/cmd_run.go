@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -325,6 +326,19 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	} else if r.WaitingForWorkerNote != "" {
 		row(tw, "Workers:", r.WaitingForWorkerNote)
 	}
+	for i, wo := range r.WaitingOn {
+		if wo.Reason == "no_worker" {
+			continue // Waiting for: above
+		}
+		label := ""
+		if i == 0 || r.WaitingOn[i-1].Reason == "no_worker" {
+			label = "Waiting on:"
+		}
+		row(tw, label, waitingText(wo))
+	}
+	if k := failedOnce(r); k != "" {
+		row(tw, "Retries:", k+" failed its only attempt: max_attempts defaults to 1 (no retry); set retry.max_attempts in the spec, or `flowd settings set --default-max-attempts N` for new runs")
+	}
 	if len(r.Input) > 0 {
 		row(tw, "Input:", oneLine(string(r.Input), 100))
 	}
@@ -334,7 +348,7 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 	}
 	fmt.Fprintln(w)
 	tw = newTable(w)
-	row(tw, "KEY", "TYPE", "QUEUE", p.header("STATE"), "ATTEMPT", "DEPS", "DURATION", "RESULT / ERROR")
+	row(tw, "KEY", "TYPE", "QUEUE", p.header("STATE"), "ATTEMPT", "RETRY", "DEPS", "DURATION", "RESULT / ERROR")
 	for _, t := range r.Tasks {
 		out := ""
 		switch {
@@ -354,15 +368,45 @@ func printRun(cCtx *cli.Context, r *rpc.Run) {
 		if t.Finally {
 			out = strings.TrimSpace("(finally) " + out)
 		}
+		if t.WaitingOn != nil && out == "" {
+			out = "waiting: " + t.WaitingOn.Reason
+		}
 		out = timeNote(t, out)
 		deps := "-"
 		if len(t.Deps) > 0 {
 			deps = strings.Join(t.Deps, ",")
 		}
-		row(tw, t.Key, t.Type, t.Queue, p.state(string(t.State)), fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts),
+		row(tw, t.Key, t.Type, t.Queue, p.state(string(t.State)), fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts), retryText(t.Retry),
 			deps, span(t.StartedAt, t.FinishedAt), dash(out))
 	}
 	tw.Flush()
+}
+
+// failedOnce names the first task that failed with a one-attempt policy
+// (the default), or "".
+func failedOnce(r *rpc.Run) string {
+	for _, t := range r.Tasks {
+		if t.State == domain.TaskFailed && t.MaxAttempts == 1 && t.Attempt == 1 {
+			return t.Key
+		}
+	}
+	return ""
+}
+
+// retryText is a task's retry policy in force: "none" (one attempt, the
+// default), or the backoff between attempts, "1s..1m x2".
+func retryText(p *domain.RetryPolicy) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.MaxAttempts <= 1:
+		return "none"
+	}
+	s := human(time.Duration(p.InitialBackoffMS)*time.Millisecond) + ".." + human(time.Duration(p.MaxBackoffMS)*time.Millisecond)
+	if p.Multiplier > 0 && p.Multiplier != 1 {
+		s += " x" + strconv.FormatFloat(p.Multiplier, 'f', -1, 64)
+	}
+	return s
 }
 
 // countsText is " (2 running, 3 succeeded)" in state display order.

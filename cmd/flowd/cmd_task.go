@@ -59,6 +59,10 @@ func taskGetAction(cCtx *cli.Context) error {
 	row(tw, "Queue:", t.Queue)
 	row(tw, "State:", p.state(string(t.State)))
 	row(tw, "Attempt:", fmt.Sprintf("%d of %d", t.Attempt, t.MaxAttempts))
+	row(tw, "Retry:", retryText(t.Retry))
+	if t.WaitingOn != nil {
+		row(tw, "Waiting on:", waitingText(*t.WaitingOn))
+	}
 	if t.Priority != 0 {
 		row(tw, "Priority:", t.Priority)
 	}

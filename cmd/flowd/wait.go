@@ -37,6 +37,7 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 	defer prog.end()
 	warn := workerWarning{warned: map[string]bool{}}
 	var last *rpc.Run
+	moved, done := start, -1 // when the run last finished a task, and how many it had
 	for {
 		chunk := waitChunk
 		if !deadline.IsZero() {
@@ -76,7 +77,10 @@ func waitRun(cCtx *cli.Context, c *rpc.Client, id string, timeout time.Duration,
 		if res.Done {
 			return last, true, nil
 		}
-		if time.Since(start) >= workerWarnAfter {
+		if last.Done != done {
+			moved, done = time.Now(), last.Done
+		}
+		if time.Since(moved) >= workerWarnAfter { // stalled: say why
 			warn.check(cCtx, c, id, prog)
 		}
 	}
@@ -91,7 +95,9 @@ const waitSlack = 500 * time.Millisecond
 var workerWarnAfter = 3 * time.Second
 
 // workerWarning tells, once per type, that the waited-for run has ready
-// tasks of a type no live worker claims (run.get waiting_for_worker).
+// tasks of a type no live worker claims (run.get waiting_for_worker), and
+// once per reason why else it waits (run.get waiting_on) with the command
+// that lifts it.
 type workerWarning struct {
 	warned map[string]bool
 	next   time.Time
@@ -122,6 +128,25 @@ func (w *workerWarning) check(cCtx *cli.Context, c *rpc.Client, id string, prog 
 		prog.interrupt()
 		fmt.Fprintf(cCtx.App.ErrWriter, "warning: no worker has claimed type %q lately (the agents' --idle-type-after, 30s unless set); start one with `%s --exec CMD`, or see `flowd worker list`\n", typ, cmd)
 	}
+	for _, wo := range r.WaitingOn {
+		key := "waiting_on " + wo.Reason + " " + wo.Queue + " " + wo.Type
+		if wo.Reason == "no_worker" || w.warned[key] {
+			continue // no_worker: the warning above
+		}
+		w.warned[key] = true
+		prog.interrupt()
+		fmt.Fprintln(cCtx.App.ErrWriter, "waiting: "+waitingText(wo))
+	}
+}
+
+// waitingText is a waiting_on reason in a line: what holds the run and the
+// command that lifts it.
+func waitingText(wo rpc.WaitingOn) string {
+	s := wo.Message
+	if wo.Command != "" {
+		s += "; lift it with `" + wo.Command + "`"
+	}
+	return s
 }
 
 // readyQueuesOf lists the queues of r's ready tasks of type typ.
