@@ -15,10 +15,11 @@ import (
 // The model's child runs (V2, apply_child.go). Before any command the test
 // stores up to two definitions, c0 and c1, drawn like any spec; their run
 // tasks name an earlier definition, the definition itself (recursion, which
-// the depth bound stops) or one that does not exist (missing, c0@2). A run
-// task (type run with such a reference) is never dispatched: in the entry
-// in which it becomes ready it counts an attempt and starts a child run of
-// the definition, which joins the model linked to it; the task ends when
+// the depth bound stops) or one that does not exist (missing, c0@2); a
+// drawn run task names one of them or carries an inline spec (frozen in
+// its run's spec, read back when it starts). A run task is never
+// dispatched: in the entry in which it becomes ready it counts an attempt
+// and starts a child run, which joins the model linked to it; the task ends when
 // the child does — succeeded with the results of the child's final tasks
 // (no task depends on them) by key, or failed, retried by its policy with a
 // new child. Past the depth bound or without the definition it fails at
@@ -28,8 +29,9 @@ import (
 // started while its parent is interrupted starts interrupted.
 
 type mChildTask struct {
-	def   string // a run task's definition reference
-	child *mRun  // the latest child run it started
+	def    string       // a run task's definition reference (inlineChild: inline)
+	inline *domain.Spec // its inline spec
+	child  *mRun        // the latest child run it started
 }
 
 type mChildRun struct {
@@ -95,12 +97,18 @@ func (m *model) putChildDefs(rt *rapid.T, least int) {
 	m.childRefs = refs
 }
 
-// drawChild makes a drawn task a run task naming one of refs, sometimes.
+// drawChild makes a drawn task a run task, sometimes: naming one of refs,
+// or with an inline spec (drawn without run tasks).
 func drawChild(rt *rapid.T, ts *domain.TaskSpec, refs []string) {
 	if len(refs) == 0 || rapid.IntRange(0, 1).Draw(rt, "run_task?") != 0 {
 		return
 	}
 	ts.Type, ts.TimeoutMS = domain.TypeRun, 0
+	if rapid.IntRange(0, 3).Draw(rt, "inline?") == 0 {
+		inline := drawSpecWith(rt, 2, nil)
+		ts.Spec = &inline
+		return
+	}
 	ts.Definition = rapid.SampledFrom(refs).Draw(rt, "definition_ref")
 }
 
@@ -121,6 +129,9 @@ func (m *model) startChild(t *mTask) {
 	t.attempt++
 	name, version, err := domain.ParseDefinitionRef(t.def, domain.DefaultLimits)
 	spec, found := m.childDefs[name]
+	if t.def == inlineChild {
+		name, err, found, spec = "", nil, true, *t.inline
+	}
 	if r.depth+1 > domain.MaxChildDepth || err != nil || !found || version > 1 {
 		m.childEnded(t, nil)
 		return
@@ -131,7 +142,9 @@ func (m *model) startChild(t *mTask) {
 		m.h.t.Fatalf("task %s became ready and started no new child run: children %v (%v)", t.id(), kids, err)
 	}
 	c := m.addRunOf(id, spec, t)
-	c.def, c.defV = name, 1
+	if name != "" {
+		c.def, c.defV = name, 1
+	}
 	if r.state == domain.RunInterrupted && (c.state == domain.RunRunning || c.state == domain.RunReverting) {
 		m.interrupt(c) // it waits for the parent's resume
 	}
@@ -249,7 +262,8 @@ func (m *model) checkChildren(rt *rapid.T) {
 			rt.Fatal(err)
 		}
 		p := r.parent
-		if run.ParentID != p.run.id || run.Labels[LabelParentRun] != p.run.id || run.Labels[LabelParentTask] != p.key {
+		if run.ParentID != p.run.id || run.Labels[LabelParentRun] != p.run.id || run.Labels[LabelParentTask] != p.key ||
+			p.def == inlineChild && run.Definition != "" {
 			rt.Fatalf("child run %s: parent %q, labels %v; model %s", r.id, run.ParentID, run.Labels, p.id())
 		}
 	}

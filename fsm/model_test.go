@@ -364,7 +364,10 @@ func (m *model) addRunOf(id string, spec domain.Spec, parent *mTask) *mRun {
 			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
 			mTimes: mTimes{timeoutMS: ts.TimeoutMS, wait: ts.IsWait()}}
 		if ts.IsRunTask() {
-			t.def = ts.Definition
+			t.def, t.inline = ts.Definition, ts.Spec
+			if ts.Spec != nil {
+				t.def = inlineChild
+			}
 		}
 		r.tasks = append(r.tasks, t)
 		r.byKey[t.key] = t
