@@ -3,9 +3,11 @@ package fsm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/expr"
 )
 
 // Child runs (V2; domain/child.go). A task of type run with a definition
@@ -62,39 +64,89 @@ func (a *applier) startChild(t *Task) {
 		a.childEnded(r, t, nil, fmt.Sprintf("child runs nest at most %d deep", domain.MaxChildDepth))
 		return
 	}
-	name, version, err := domain.ParseDefinitionRef(rr.RunTasks[t.Key], a.limits)
-	if err != nil {
-		a.childEnded(r, t, nil, err.Error())
+	spec, def, why := a.childSpec(r, rr.RunTasks[t.Key], t.Key)
+	if why != "" {
+		a.childEnded(r, t, nil, why)
 		return
 	}
-	d, err := getDefinition(a.tx, name, version)
-	must(err)
-	if d == nil {
-		a.childEnded(r, t, nil, definitionNotFound(name, version).Error())
-		return
+	input := t.Input
+	if src := domain.InputExpr(t.Input); src != "" {
+		deps := make(map[string]expr.Dep, len(t.Deps))
+		for _, k := range t.Deps {
+			if dt := a.loadTask(r.ID, k); dt != nil {
+				deps[k] = expr.Dep{State: dt.State, Result: dt.Result}
+			}
+		}
+		var err error
+		if input, err = expr.EvalJSON(src, expr.Env{Input: r.Input, Labels: r.Labels, Deps: deps}); err != nil {
+			a.childEnded(r, t, nil, "input: "+err.Error())
+			return
+		}
 	}
 	id := a.childID()
-	if rr.Children == nil {
-		rr.Children = map[string]string{}
-	}
-	rr.Children[t.Key] = id
-	a.put(rulesKey(r.ID), rr)
 	a.setRules(id, &runRules{Parent: &parentRef{Run: r.ID, Task: t.Key, Depth: depth}})
 	labels := map[string]string{LabelParentRun: r.ID, LabelParentTask: t.Key}
-	res := a.applySubmit(&Submit{ID: id, Spec: d.Spec, Input: t.Input, Labels: labels})
+	res := a.applySubmit(&Submit{ID: id, Spec: spec, Input: input, Labels: labels})
 	if err, ok := res.(error); ok {
 		delete(a.rules, id)
 		a.childEnded(r, t, nil, "child run not started: "+err.Error())
 		return
 	}
+	// Linked once it exists (a child that ends in its creating entry is
+	// ended below, not by stepRun: its parent_id is not set yet).
+	if rr.Children == nil {
+		rr.Children = map[string]string{}
+	}
+	rr.Children[t.Key] = id
+	a.put(rulesKey(r.ID), rr)
 	if child := a.loadRun(id); child != nil {
-		child.ParentID, child.Definition, child.DefinitionVersion = r.ID, d.Name, d.Version
+		child.ParentID = r.ID
+		if def != nil {
+			child.Definition, child.DefinitionVersion = def.Name, def.Version
+		}
 		a.emit(Event{Kind: "task", RunID: r.ID, TaskKey: t.Key, Transition: "child_started", // not an edge: no From
 			To: string(t.State), Name: id, Attempt: t.Attempt, Queue: t.Queue, Type: t.Type})
+		if r.State == domain.RunInterrupted {
+			// Nothing new runs under an interrupted run: the child waits
+			// for the parent's resume, which resumes it.
+			a.interruptRun(child)
+		}
 		if child.State.Done() { // it ended in its creating entry
 			a.childRunDone(child)
 		}
 	}
+}
+
+// inlineChild is, in the rules record's RunTasks, a run task whose child
+// runs the inline spec frozen in the run's spec rather than a definition.
+const inlineChild = "(spec)"
+
+// childSpec is the spec a child of run task key of r runs: its inline
+// spec, or the stored definition ref names (def); why says why there is
+// none.
+func (a *applier) childSpec(r *Run, ref, key string) (spec domain.Spec, def *Definition, why string) {
+	if ref == inlineChild {
+		ps, err := loadSpec(a.tx, r.ID)
+		must(err)
+		if ps != nil {
+			for _, ts := range append(slices.Clone(ps.Tasks), ps.Finally...) {
+				if ts.Key == key && ts.Spec != nil {
+					return *ts.Spec, nil, ""
+				}
+			}
+		}
+		return spec, nil, "the run's spec holds no inline spec for task " + key
+	}
+	name, version, err := domain.ParseDefinitionRef(ref, a.limits)
+	if err != nil {
+		return spec, nil, err.Error()
+	}
+	d, err := getDefinition(a.tx, name, version)
+	must(err)
+	if d == nil {
+		return spec, nil, definitionNotFound(name, version).Error()
+	}
+	return d.Spec, d, ""
 }
 
 // childRunDone ends the parent task of a child run that reached a done

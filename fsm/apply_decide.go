@@ -116,6 +116,9 @@ func rulesOf(spec domain.Spec) *runRules {
 					rr.RunTasks = map[string]string{}
 				}
 				rr.RunTasks[t.Key] = t.Definition
+				if t.Spec != nil {
+					rr.RunTasks[t.Key] = inlineChild // frozen in the run's spec
+				}
 			}
 		}
 	}

@@ -96,6 +96,11 @@ func (a *applier) deriveFinally(r *Run, f *finallyState) bool {
 			return true // cannot happen: outcomes are reached from these states
 		}
 		a.stepRun(r, edge)
+		if r.State == domain.RunFailed || r.State == domain.RunCancelled {
+			// As derive does: a child run its body's task started and
+			// that runs again (run.retry of the child) ends with it.
+			a.propagate(r, MsgCancelRun, "run "+string(r.State))
+		}
 		if !activeRun(r.State) {
 			a.admitPending()
 		}

@@ -244,10 +244,13 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 	// the 13-field tuple every earlier binary writes, byte for byte
 	// (replicas of two releases store equal spec records during a rolling
 	// upgrade).
-	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != "" || s.ForEach != "" || s.MaxParallel != 0 || s.Definition != ""
-	if v2 {
+	v2 := s.When != "" || s.Trigger != "" || s.DurationMS != 0 || s.Until != "" || s.ForEach != "" || s.MaxParallel != 0 || s.Definition != "" || s.Spec != nil
+	switch {
+	case s.Spec != nil: // an inline child spec, nested
+		o = msgp.AppendArrayHeader(o, 21)
+	case v2:
 		o = msgp.AppendArrayHeader(o, 20)
-	} else {
+	default:
 		o = msgp.AppendArrayHeader(o, 13)
 	}
 	o = msgp.AppendString(o, s.Key)
@@ -279,6 +282,9 @@ func appendTaskSpec(o []byte, s *domain.TaskSpec) []byte {
 		o = msgp.AppendString(o, s.ForEach)
 		o = msgp.AppendInt(o, s.MaxParallel)
 		o = msgp.AppendString(o, s.Definition)
+	}
+	if s.Spec != nil {
+		o, _ = (*specMsg)(s.Spec).MarshalMsg(o)
 	}
 	return o
 }
@@ -320,6 +326,12 @@ func decodeTaskSpec(b []byte, s *domain.TaskSpec) ([]byte, error) {
 	t.str(&s.ForEach)
 	t.int(&s.MaxParallel)
 	t.str(&s.Definition)
+	t.sub(func(b []byte) ([]byte, error) {
+		sp := &specMsg{}
+		rest, err := sp.UnmarshalMsg(b)
+		s.Spec = (*domain.Spec)(sp)
+		return rest, err
+	})
 	return t.done()
 }
 

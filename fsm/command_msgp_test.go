@@ -52,6 +52,10 @@ func genTaskSpec(t *rapid.T) domain.TaskSpec {
 		s.Retry = &domain.RetryPolicy{MaxAttempts: rapid.IntRange(0, 100).Draw(t, "max"), InitialBackoffMS: genInt64(t, "ib"),
 			MaxBackoffMS: genInt64(t, "mb"), Multiplier: rapid.SampledFrom([]float64{0, 1.5, 2, 0.1}).Draw(t, "mult")}
 	}
+	if rapid.IntRange(0, 3).Draw(t, "inline_spec?") == 0 { // a child run's inline spec, nested once
+		s.Spec = &domain.Spec{Name: genStr(t, "inline_name"), Tasks: []domain.TaskSpec{{Key: genStr(t, "inline_key"), Type: genStr(t, "inline_type"),
+			Input: genRaw(t, "inline_input"), When: genStr(t, "inline_when")}}}
+	}
 	return s
 }
 

@@ -174,6 +174,7 @@ func (m *model) check(rt *rapid.T) {
 	}
 	m.evNext = m.h.index + 1
 	m.checkStored(rt)
+	m.checkChildren(rt) // model_child_test.go
 }
 
 func countTrue(m *model, pred func(*mTask) bool) int {
@@ -192,6 +193,7 @@ func TestModelRandomCommands(t *testing.T) {
 		h.ok(&SettingsSet{BreakerFailures: ptr(-1)}) // claims are predictable without breakers
 		h.ok(&SetVersion{Version: MaxVersion})       // trigger rules and conditions (model_decide_test.go)
 		m := &model{h: h}
+		m.putChildDefs(rt, 0) // child runs' definitions (model_child_test.go)
 		rt.Repeat(map[string]func(*rapid.T){
 			"submit":    m.submit,
 			"claim":     m.claim,

@@ -86,7 +86,7 @@ func (m *model) decide(r *mRun) {
 				t.state = domain.TaskSkipped
 			default:
 				t.state = domain.TaskReady
-				m.startWait(t)
+				m.armReady(t)
 			}
 		}
 	}

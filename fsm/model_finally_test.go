@@ -117,6 +117,7 @@ func (m *model) deriveFinally(r *mRun) bool {
 				m.cancelWaiting(t)
 			}
 		}
+		m.propagate(r, MsgCancelRun) // model_child_test.go
 	}
 	m.promote(r)
 	return true

@@ -499,10 +499,16 @@ func (m *model) checkStored(rt *rapid.T) {
 	if err != nil {
 		rt.Fatal(err)
 	}
-	if len(defs) != len(m.defs) {
-		rt.Fatalf("%d definitions, model %d", len(defs), len(m.defs))
+	if len(defs) != len(m.defs)+len(m.childDefs) {
+		rt.Fatalf("%d definitions, model %d", len(defs), len(m.defs)+len(m.childDefs))
 	}
 	for _, d := range defs {
+		if _, child := m.childDefs[d.Latest.Name]; child { // stored once, before any command
+			if d.Versions != 1 {
+				rt.Fatalf("child definition %s has %d versions", d.Latest.Name, d.Versions)
+			}
+			continue
+		}
 		vs := m.defs[d.Latest.Name]
 		if d.Versions != len(vs) || d.Latest.Version != len(vs) {
 			rt.Fatalf("definition %s: %d versions, latest %d; model %d", d.Latest.Name, d.Versions, d.Latest.Version, len(vs))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/flowd/flowd/fsm/domain"
@@ -59,6 +60,7 @@ type mTask struct {
 	base                 int    // attempts before the last run.retry (model_retry_test.go)
 	finally              bool   // a finally task (model_finally_test.go)
 	mTimes                      // timeouts and waits (model_time_test.go)
+	mChildTask                  // a run task (model_child_test.go)
 }
 
 func (t *mTask) id() string { return t.run.id + "/" + t.key }
@@ -69,12 +71,13 @@ type mRun struct {
 	defV   int
 	revert bool // on_failure revert
 	// decided: the spec uses trigger rules or conditions (V2).
-	decided  bool
-	mFinally // finally tasks (model_finally_test.go)
-	state    domain.RunState
-	from     domain.RunState // state an interrupted run resumes into
-	tasks    []*mTask
-	byKey    map[string]*mTask
+	decided   bool
+	mFinally  // finally tasks (model_finally_test.go)
+	mChildRun // a child run's link to its parent (model_child_test.go)
+	state     domain.RunState
+	from      domain.RunState // state an interrupted run resumes into
+	tasks     []*mTask
+	byKey     map[string]*mTask
 }
 
 type model struct {
@@ -83,6 +86,7 @@ type model struct {
 	evNext  uint64
 	mStored // schedules and definitions (model_schedule_test.go)
 	mFlow   // rate limits and auto concurrency (model_flow_test.go)
+	mChildren
 }
 
 func (m *model) now() int64 { return m.h.now }
@@ -115,7 +119,7 @@ func (m *model) dispatchType(t *mTask) string {
 }
 
 func (m *model) dispatchable(t *mTask) bool {
-	return (t.state == domain.TaskReady && (t.run.state == domain.RunRunning || t.run.state == domain.RunReverting && t.run.finStarted) && !t.wait) ||
+	return (t.state == domain.TaskReady && (t.run.state == domain.RunRunning || t.run.state == domain.RunReverting && t.run.finStarted) && !t.wait && t.def == "") ||
 		(t.state == domain.TaskReverting && t.comp == CompReady && t.run.state == domain.RunReverting)
 }
 
@@ -154,7 +158,7 @@ func (m *model) promote(r *mRun) {
 		}
 		if ok {
 			t.state = domain.TaskReady
-			m.startWait(t)
+			m.armReady(t)
 		}
 	}
 }
@@ -171,6 +175,14 @@ func (m *model) cancelWaiting(t *mTask) bool {
 // derive: forward runs fail on any failed task (or start reverting) and
 // succeed when every task did; reverting runs end when no task reverts.
 func (m *model) derive(r *mRun) {
+	was := r.state
+	m.deriveRun(r)
+	if r.state != was && r.state.Done() {
+		m.runEnded(r) // model_child_test.go
+	}
+}
+
+func (m *model) deriveRun(r *mRun) {
 	count := map[domain.TaskState]int{}
 	for _, t := range r.tasks {
 		count[t.state]++
@@ -223,6 +235,7 @@ func (m *model) startRevert(r *mRun) {
 			t.state, t.comp, t.compAttempt, t.compUnacked = domain.TaskReverting, CompWaiting, 0, 0
 		}
 	}
+	m.propagate(r, MsgCancelRun) // nothing waits for its running child runs
 	m.advanceRevert(r)
 	m.derive(r)
 }
@@ -285,10 +298,10 @@ func (m *model) canRetry(t *mTask) bool {
 // ---- actions ----
 
 func (m *model) submit(rt *rapid.T) {
-	if len(m.runs) >= 3 {
+	if countRuns(m.runs, func(r *mRun) bool { return r.parent == nil }) >= 3 {
 		rt.Skip("enough runs")
 	}
-	spec := drawSpec(rt, 5)
+	spec := drawSpecWith(rt, 5, m.childRefs)
 	id := fmt.Sprintf("run%d", len(m.runs))
 	res := m.h.ok(&Submit{ID: id, Spec: spec}).(*SubmitResult)
 	if r := m.addRun(id, spec); !res.Created || res.State != r.state {
@@ -296,8 +309,21 @@ func (m *model) submit(rt *rapid.T) {
 	}
 }
 
+func countRuns(runs []*mRun, pred func(*mRun) bool) int {
+	n := 0
+	for _, r := range runs {
+		if pred(r) {
+			n++
+		}
+	}
+	return n
+}
+
 // drawSpec draws a workflow of 1 to maxTasks tasks.
-func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
+func drawSpec(rt *rapid.T, maxTasks int) domain.Spec { return drawSpecWith(rt, maxTasks, nil) }
+
+// drawSpecWith draws a workflow whose run tasks (if any) name one of refs.
+func drawSpecWith(rt *rapid.T, maxTasks int, refs []string) domain.Spec {
 	n := rapid.IntRange(1, maxTasks).Draw(rt, "tasks")
 	spec := domain.Spec{OnFailure: rapid.SampledFrom([]string{"fail", "revert"}).Draw(rt, "on_failure")}
 	for i := 0; i < n; i++ {
@@ -309,6 +335,7 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 				InitialBackoffMS: rapid.Int64Range(10, 500).Draw(rt, "backoff")},
 		}
 		drawTimes(rt, &ts)
+		drawChild(rt, &ts, refs)
 		for j := 0; j < i; j++ {
 			if rapid.Bool().Draw(rt, "dep") {
 				ts.Deps = append(ts.Deps, fmt.Sprintf("k%d", j))
@@ -322,14 +349,26 @@ func drawSpec(rt *rapid.T, maxTasks int) domain.Spec {
 }
 
 // addRun adds the run id of spec that the last entry created (running).
-func (m *model) addRun(id string, spec domain.Spec) *mRun {
+func (m *model) addRun(id string, spec domain.Spec) *mRun { return m.addRunOf(id, spec, nil) }
+
+// addRunOf adds a run, the child run of the run task parent if not nil.
+func (m *model) addRunOf(id string, spec domain.Spec, parent *mTask) *mRun {
 	r := &mRun{id: id, revert: spec.OnFailure == "revert", state: domain.RunRunning, byKey: map[string]*mTask{},
 		decided: spec.UsesDecisions()}
+	if parent != nil {
+		r.parent, r.depth, parent.child = parent, parent.run.depth+1, r
+	}
 	norm := spec.Normalize()
 	for i, ts := range append(norm.Tasks, norm.Finally...) {
 		t := &mTask{run: r, finally: i >= len(norm.Tasks), key: ts.Key, typ: ts.Type, revertType: ts.RevertType, deps: ts.Deps, when: ts.When, trigger: ts.Trigger,
 			retry: *ts.Retry, leaseMS: ts.LeaseMS, state: domain.TaskPending,
 			mTimes: mTimes{timeoutMS: ts.TimeoutMS, wait: ts.IsWait()}}
+		if ts.IsRunTask() {
+			t.def, t.inline = ts.Definition, ts.Spec
+			if ts.Spec != nil {
+				t.def = inlineChild
+			}
+		}
 		r.tasks = append(r.tasks, t)
 		r.byKey[t.key] = t
 		for _, d := range ts.Deps {
@@ -575,20 +614,36 @@ func (m *model) reap(rt *rapid.T) {
 
 func (m *model) tick(rt *rapid.T) {
 	m.h.now += rapid.Int64Range(0, 1500).Draw(rt, "advance")
-	want := 0
+	var due []*mTask
 	for _, t := range m.all() {
-		if t.retryAt == 0 || t.retryAt > m.now() {
-			continue
+		if t.retryAt != 0 && t.retryAt <= m.now() {
+			due = append(due, t)
+		}
+	}
+	// In the wake index's order: a child run started (and ended) by one
+	// wake may cancel a task due after it.
+	slices.SortFunc(due, func(a, b *mTask) int {
+		if a.retryAt != b.retryAt {
+			return int(a.retryAt - b.retryAt)
+		}
+		return strings.Compare(a.id(), b.id())
+	})
+	n := m.h.ok(&Tick{}).(*CountResult).Count
+	want := 0
+	for _, t := range due {
+		if t.retryAt == 0 {
+			continue // cancelled by a wake before it
 		}
 		want++
+		t.retryAt = 0
 		if t.state == domain.TaskRetrying {
 			t.state = domain.TaskReady
+			m.armReady(t)
 		} else {
 			t.comp = CompReady
 		}
-		t.retryAt = 0
 	}
-	if n := m.h.ok(&Tick{}).(*CountResult).Count; n != want {
+	if n != want {
 		rt.Fatalf("tick woke %d, want %d", n, want)
 	}
 }
@@ -611,6 +666,8 @@ func (m *model) cancelRun(r *mRun) {
 		}
 	}
 	r.state = domain.RunCancelled
+	m.propagate(r, MsgCancelRun) // model_child_test.go
+	m.childDone(r)
 }
 
 func (m *model) verb(rt *rapid.T) {
@@ -625,15 +682,9 @@ func (m *model) verb(rt *rapid.T) {
 	case msg == MsgCancelRun && (s == domain.RunRunning || s == domain.RunReverting || s == domain.RunInterrupted):
 		m.cancelRun(r)
 	case msg == MsgInterrupt && (s == domain.RunRunning || s == domain.RunReverting):
-		r.state, r.from = domain.RunInterrupted, s
+		m.interrupt(r) // model_child_test.go
 	case msg == MsgResume && s == domain.RunInterrupted:
-		r.state, r.from = r.from, ""
-		if r.state == domain.RunReverting {
-			m.advanceRevert(r)
-		} else {
-			m.promote(r)
-		}
-		m.derive(r)
+		m.resume(r)
 	case msg == MsgRevert && (s == domain.RunRunning || s == domain.RunInterrupted || s == domain.RunFailed) && !r.finStarted:
 		m.startRevert(r)
 	default:

@@ -185,7 +185,8 @@ func TestDecidedRunRevertsAfterEverythingSettled(t *testing.T) {
 // behaves as in V1 (a failure ends it at once).
 func TestV2FieldsBelowV2(t *testing.T) {
 	full := `{"name":"d","tasks":[{"key":"a","type":"t","when":"true","trigger":"all_done"},{"key":"s","type":"sleep","duration_ms":5},
-	 {"key":"l","type":"t","for_each":"[1]","max_parallel":1},{"key":"c","type":"run","definition":"x"}],"finally":[{"key":"f","type":"t"}]}`
+	 {"key":"l","type":"t","for_each":"[1]","max_parallel":1},{"key":"c","type":"run","definition":"x"},
+	 {"key":"i","type":"run","input":"input","spec":{"tasks":[{"key":"x","type":"t"}]}}],"finally":[{"key":"f","type":"t"}]}`
 	s, err := domain.ParseSpec([]byte(full), domain.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)

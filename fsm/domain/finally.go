@@ -55,6 +55,7 @@ func (s Spec) StripV2() Spec {
 // StripV2 returns the task without the fields of state-machine version 2.
 func (t TaskSpec) StripV2() TaskSpec {
 	t.When, t.Trigger, t.DurationMS, t.Until, t.ForEach, t.MaxParallel, t.Definition = "", "", 0, "", "", 0, ""
+	t.Spec = nil
 	return t
 }
 

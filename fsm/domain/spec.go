@@ -64,6 +64,10 @@ type TaskSpec struct {
 	// definition ("name" or "name@version"), its input the task's input
 	// (child.go). Since version 2.
 	Definition string `json:"definition,omitempty"`
+	// Spec is, instead of Definition, the child run's workflow inline:
+	// validated with the parent's spec and frozen in it (child.go).
+	// Since version 2.
+	Spec *Spec `json:"spec,omitempty"`
 }
 
 // IsWait reports whether the task is a wait task: no worker claims it; a

@@ -82,7 +82,7 @@ var (
 	// taskFieldsV2 are the task fields of state-machine version 2: the
 	// general path reads them; the fast path (fastspec.go) does not know
 	// them, so a spec using them is always parsed field by field.
-	taskFieldsV2 = fields("when", "trigger", "duration_ms", "until", "for_each", "max_parallel", "definition")
+	taskFieldsV2 = fields("when", "trigger", "duration_ms", "until", "for_each", "max_parallel", "definition", "spec")
 	retryFields  = fields("max_attempts", "initial_backoff_ms", "max_backoff_ms", "multiplier")
 )
 
@@ -99,26 +99,9 @@ func ParseSpec(raw []byte, lim Limits) (Spec, error) {
 // wrong type is reported with its path.
 func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 	var ps problems
-	var spec Spec
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		ps.add(CodeBadJSON, "$", "a workflow spec must be a JSON object: %v", errOrNull(err))
+	spec, ok := parseSpecAt(&ps, "", raw)
+	if !ok {
 		return spec, ps.err()
-	}
-	ps.unknown("", top, specFields, specFieldsV2)
-	decodeField(&ps, top, "name", "name", &spec.Name)
-	decodeField(&ps, top, "on_failure", "on_failure", &spec.OnFailure)
-	decodeField(&ps, top, "deadline_ms", "deadline_ms", &spec.DeadlineMS)
-	var tasks []json.RawMessage
-	decodeField(&ps, top, "tasks", "tasks", &tasks)
-	for i, rt := range tasks {
-		path := fmt.Sprintf("tasks[%d]", i)
-		spec.Tasks = append(spec.Tasks, parseTask(&ps, path, rt))
-	}
-	var finally []json.RawMessage
-	decodeField(&ps, top, "finally", "finally", &finally)
-	for i, rt := range finally {
-		spec.Finally = append(spec.Finally, parseTask(&ps, fmt.Sprintf("finally[%d]", i), rt))
 	}
 	if len(ps) > 0 {
 		// Report structural problems together with semantic ones.
@@ -126,6 +109,36 @@ func parseSpecGeneral(raw []byte, lim Limits) (Spec, error) {
 		return spec, ps.err()
 	}
 	return spec, ValidateSpec(spec, lim)
+}
+
+// parseSpecAt decodes the spec raw, its problems' paths under prefix ("" or
+// an inline child spec's "tasks[0].spec."); false: raw is not an object.
+func parseSpecAt(ps *problems, prefix string, raw []byte) (Spec, bool) {
+	var spec Spec
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		where := "$"
+		if prefix != "" {
+			where = strings.TrimSuffix(prefix, ".")
+		}
+		ps.add(CodeBadJSON, where, "a workflow spec must be a JSON object: %v", errOrNull(err))
+		return spec, false
+	}
+	ps.unknown(prefix, top, specFields, specFieldsV2)
+	decodeField(ps, top, "name", prefix+"name", &spec.Name)
+	decodeField(ps, top, "on_failure", prefix+"on_failure", &spec.OnFailure)
+	decodeField(ps, top, "deadline_ms", prefix+"deadline_ms", &spec.DeadlineMS)
+	var tasks []json.RawMessage
+	decodeField(ps, top, "tasks", prefix+"tasks", &tasks)
+	for i, rt := range tasks {
+		spec.Tasks = append(spec.Tasks, parseTask(ps, fmt.Sprintf("%stasks[%d]", prefix, i), rt))
+	}
+	var finally []json.RawMessage
+	decodeField(ps, top, "finally", prefix+"finally", &finally)
+	for i, rt := range finally {
+		spec.Finally = append(spec.Finally, parseTask(ps, fmt.Sprintf("%sfinally[%d]", prefix, i), rt))
+	}
+	return spec, true
 }
 
 // ParseTaskSpecs decodes a list of task specs (a spawn list), reporting
@@ -165,6 +178,10 @@ func parseTask(ps *problems, path string, rt json.RawMessage) TaskSpec {
 	decodeField(ps, m, "for_each", path+".for_each", &t.ForEach)
 	decodeField(ps, m, "max_parallel", path+".max_parallel", &t.MaxParallel)
 	decodeField(ps, m, "definition", path+".definition", &t.Definition)
+	if sp, ok := m["spec"]; ok && !bytes.Equal(bytes.TrimSpace(sp), []byte("null")) {
+		inline, _ := parseSpecAt(ps, path+".spec.", sp)
+		t.Spec = &inline
+	}
 	if in, ok := m["input"]; ok && !bytes.Equal(bytes.TrimSpace(in), []byte("null")) {
 		t.Input = compact(in)
 	}

@@ -1,7 +1,8 @@
-// Package expr compiles and evaluates the when conditions of workflow
-// tasks (domain.TaskSpec.When): expressions over a run's input, its labels
-// and the states and results of a task's dependencies, decided inside the
-// replicated state machine.
+// Package expr compiles and evaluates the expressions of workflow tasks —
+// when conditions (domain.TaskSpec.When), for_each lists and the input
+// expressions of child-run tasks (domain.InputExpr) — over a run's input,
+// its labels and the states and results of a task's dependencies, decided
+// inside the replicated state machine.
 //
 // The language is CEL (github.com/google/cel-go), chosen over expr-lang:
 //

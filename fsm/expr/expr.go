@@ -55,12 +55,14 @@ var programs struct {
 	m map[progKey]cel.Program
 }
 
-// The kinds of expression: a condition gives a bool, a loop a list.
+// The kinds of expression: a condition gives a bool, a loop a list, a
+// child run's input any JSON value.
 type kind uint8
 
 const (
 	condition kind = iota
 	list
+	anyValue
 )
 
 type progKey struct {
@@ -119,6 +121,27 @@ func Check(src string) error {
 func CheckList(src string) error {
 	_, err := compile(src, list)
 	return err
+}
+
+// CheckValue compiles and type-checks a child run's input expression.
+func CheckValue(src string) error {
+	_, err := compile(src, anyValue)
+	return err
+}
+
+// EvalJSON evaluates the input expression src in env: its value as JSON
+// (objects with their keys sorted). An error (a missing field, a value
+// JSON cannot hold, the cost limit) is the expression's failure.
+func EvalJSON(src string, e Env) (json.RawMessage, error) {
+	out, err := eval(src, anyValue, e)
+	if err != nil {
+		return nil, err
+	}
+	v, err := toJSON(out)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
 
 // Eval evaluates the condition src in env. An error (a missing field, a
@@ -243,21 +266,42 @@ func eval(src string, k kind, e Env) (ref.Val, error) {
 	return out, err
 }
 
-// CheckSpec compiles every condition of s, as problems located at their
+// CheckSpec compiles every expression of s (conditions, loops, child-run
+// inputs, and those of inline child specs), as problems located at their
 // paths (tasks[i].when).
-func CheckSpec(s domain.Spec) []domain.Problem {
+func CheckSpec(s domain.Spec) []domain.Problem { return checkSpecAt(s, "") }
+
+// checkSpecAt is CheckSpec with paths under prefix (an inline child
+// spec's: "tasks[0].spec.").
+func checkSpecAt(s domain.Spec, prefix string) []domain.Problem {
 	var ps []domain.Problem
 	for i, t := range s.Tasks {
 		if t.When != "" {
 			if err := Check(t.When); err != nil {
-				ps = append(ps, domain.Problem{Code: domain.CodeBadCondition, Path: fmt.Sprintf("tasks[%d].when", i),
+				ps = append(ps, domain.Problem{Code: domain.CodeBadCondition, Path: fmt.Sprintf("%stasks[%d].when", prefix, i),
 					Message: "when does not compile: " + err.Error()})
 			}
 		}
 		if t.ForEach != "" {
 			if err := CheckList(t.ForEach); err != nil {
-				ps = append(ps, domain.Problem{Code: domain.CodeBadLoop, Path: fmt.Sprintf("tasks[%d].for_each", i),
+				ps = append(ps, domain.Problem{Code: domain.CodeBadLoop, Path: fmt.Sprintf("%stasks[%d].for_each", prefix, i),
 					Message: "for_each does not compile: " + err.Error()})
+			}
+		}
+	}
+	for _, part := range []struct {
+		name  string
+		tasks []domain.TaskSpec
+	}{{"tasks", s.Tasks}, {"finally", s.Finally}} {
+		for i, t := range part.tasks {
+			if t.IsRunTask() && t.Spec != nil {
+				ps = append(ps, checkSpecAt(*t.Spec, fmt.Sprintf("%s%s[%d].spec.", prefix, part.name, i))...)
+			}
+			if src := t.ChildInputExpr(); src != "" {
+				if err := CheckValue(src); err != nil {
+					ps = append(ps, domain.Problem{Code: domain.CodeBadChild, Path: fmt.Sprintf("%s%s[%d].input", prefix, part.name, i),
+						Message: "the child run's input expression does not compile: " + err.Error() + " (a run task's string input is a CEL expression; to pass a string, quote it: \"'text'\")"})
+				}
 			}
 		}
 	}

@@ -296,6 +296,10 @@ func TestExamples(t *testing.T) {
 	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
 		t.Fatalf("child: %s", r.State)
 	}
+	id = submit(t, cl, workflow(t, "child-inline.yaml"))
+	if r := waitRun(t, cl, id, 30*time.Second); r.State != domain.RunSucceeded {
+		t.Fatalf("child-inline: %s", r.State)
+	}
 	id = submit(t, cl, workflow(t, "foreach.yaml"))
 	if r := waitRun(t, cl, id, 60*time.Second); r.State != domain.RunSucceeded || result(id, "total")["count"] != 20.0 {
 		t.Fatalf("foreach: %s %v", r.State, result(id, "total"))
