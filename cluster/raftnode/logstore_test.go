@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/flowd/flowd/cluster"
@@ -243,6 +244,57 @@ func TestWALAppendFailureStopsTheNode(t *testing.T) {
 		cancel()
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A follower that clears its log suffix (raft's DeleteRange of the tail,
+// after an election found it ahead) and is then killed must open its log
+// again. raft-wal before v0.4.1 marked the tail segment sealed without
+// writing its index block, and the restart panicked in raft.NewRaft with
+// "sealed segment has no index block" (a kill9-follower chaos cycle found
+// it).
+func TestWALOpensAfterTheTailWasTruncated(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*Node, raft.LogStore) {
+		n := &Node{log: slog.New(slog.DiscardHandler)}
+		n.cfg.DataDir, n.cfg.RaftLogStore = dir, cluster.LogStoreWAL
+		logs, _, err := n.openRaftStores()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, logs
+	}
+	closeAll := func(n *Node) {
+		for i := len(n.closers) - 1; i >= 0; i-- {
+			_ = n.closers[i].Close()
+		}
+	}
+	entry := func(i uint64, term uint64) *raft.Log {
+		return &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("e%d.%d", i, term))}
+	}
+	n, logs := open()
+	for i := uint64(1); i <= 10; i++ {
+		if err := logs.StoreLog(entry(i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := logs.DeleteRange(9, 10); err != nil { // clearing log suffix
+		t.Fatal(err)
+	}
+	if err := logs.StoreLogs([]*raft.Log{entry(9, 2), entry(10, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	closeAll(n) // as far as the files go, a kill: nothing else is written on close
+	n, logs = open()
+	defer closeAll(n)
+	var got raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		if err := logs.GetLog(i, &got); err != nil {
+			t.Fatalf("entry %d after the restart: %v", i, err)
+		}
+		if want := entry(i, map[bool]uint64{true: 2, false: 1}[i >= 9]); got.Term != want.Term || !bytes.Equal(got.Data, want.Data) {
+			t.Fatalf("entry %d after the restart: term %d %q, want term %d %q", i, got.Term, got.Data, want.Term, want.Data)
 		}
 	}
 }
