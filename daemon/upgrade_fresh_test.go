@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/fsm"
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 )
 
@@ -17,13 +19,17 @@ import (
 // the newest state-machine version (upgrade_fresh.go).
 func waitFresh(t testing.TB, ctx context.Context, agents []*Agent) {
 	t.Helper()
+	within := 10 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		within = time.Until(d)
+	}
 	for _, a := range agents {
-		for a.state.ActiveVersion() != fsm.MaxVersion {
-			if ctx.Err() != nil {
-				t.Fatalf("%s: active state-machine version %d, never raised to %d", a.cfg.NodeID, a.state.ActiveVersion(), fsm.MaxVersion)
+		testutil.Eventually(t, within, 10*time.Millisecond, a.cfg.NodeID+" at the newest state-machine version", func() error {
+			if v := a.state.ActiveVersion(); v != fsm.MaxVersion {
+				return fmt.Errorf("active version %d, want %d", v, fsm.MaxVersion)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 }
 

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 	"github.com/flowd/flowd/rpc"
 	"github.com/flowd/flowd/rpc/defrpc"
 )
@@ -53,14 +55,16 @@ func TestChildRunsWithRealAgents(t *testing.T) {
 	}
 	id = submit(t, cl, json.RawMessage(`{"tasks":[{"key":"sub","type":"run","definition":"stuck"}]}`))
 	var kid string
-	for deadline := time.Now().Add(20 * time.Second); kid == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no child run")
+	testutil.Eventually(t, 20*time.Second, 20*time.Millisecond, "the parent's child run", func() error {
+		g, err := cl.RunGet(t.Context(), id)
+		if err != nil {
+			return err
 		}
-		if g, err := cl.RunGet(t.Context(), id); err == nil {
-			kid = g.Children["sub"]
+		if kid = g.Children["sub"]; kid == "" {
+			return fmt.Errorf("run %s has no child yet (state %s)", id, g.State)
 		}
-	}
+		return nil
+	})
 	if _, err := cl.RunVerb(t.Context(), rpc.MethodRunCancel, id, "test"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // A sleep of 2 s (examples/workflows/sleep.yaml) completes no earlier than
@@ -16,13 +17,9 @@ func TestSleepAcrossLeaderKill(t *testing.T) {
 	cl := c.client()
 	startWorker(t, c, "ws")
 	id := submit(t, cl, workflow(t, "sleep.yaml"))
-	deadline := time.Now().Add(20 * time.Second)
-	for task(t, cl, id+"/cool-down").State != domain.TaskReady {
-		if time.Now().After(deadline) {
-			t.Fatal("cool-down never started sleeping")
-		}
-		time.Sleep(20 * time.Millisecond) // polling another process
-	}
+	testutil.EventuallyTrue(t, 20*time.Second, 20*time.Millisecond, "cool-down sleeping (ready)", func() bool {
+		return task(t, cl, id+"/cool-down").State == domain.TaskReady
+	})
 	slept := time.Now()
 	leader := c.waitLeader()
 	c.kill9(leader)
