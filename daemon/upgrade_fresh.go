@@ -26,6 +26,10 @@ const (
 	freshPollSlow = 5 * time.Second
 )
 
+// freshReader is what the fresh-cluster checks read (fsm.FSM.Fresh): whether
+// the state has never been given work.
+type freshReader interface{ Fresh() bool }
+
 // freshPoller is the upgrade loop's fresh-cluster check.
 type freshPoller struct {
 	due  bool // the check runs at this wake-up
@@ -36,7 +40,7 @@ type freshPoller struct {
 // one: only while the state is fresh and this binary applies more than the
 // active version.
 func (p *freshPoller) next(a *Agent) (time.Duration, bool) {
-	f, ok := a.state.(interface{ Fresh() bool })
+	f, ok := a.state.(freshReader)
 	p.due = ok && a.state.ActiveVersion() < fsm.MaxVersion && f.Fresh()
 	switch {
 	case !p.due:
@@ -88,7 +92,7 @@ func (a *Agent) raiseIfFresh(ctx context.Context) {
 	if a.state == nil || a.state.ActiveVersion() >= fsm.MaxVersion {
 		return
 	}
-	f, ok := a.state.(interface{ Fresh() bool })
+	f, ok := a.state.(freshReader)
 	if !ok {
 		return
 	}
