@@ -84,7 +84,12 @@ type Config struct {
 	RaftLogStore string
 	// StateCacheBytes is the state store's block cache (0: the store's
 	// default, 32 MiB).
-	StateCacheBytes   int64
+	StateCacheBytes int64
+	// StateWriteWindow is how long the state store keeps applied commits in
+	// memory before writing them out as one transaction (fsm/store
+	// WriteBehind): 0 is store.DefaultWriteBehindAge, negative writes every
+	// commit through at once.
+	StateWriteWindow  time.Duration
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64

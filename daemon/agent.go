@@ -130,7 +130,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		RaftMultiplier: cfg.RaftMultiplier, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
-		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes, RaftLogStore: cfg.RaftLogStore,
+		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes, StateWriteWindow: cfg.StateWriteWindow, RaftLogStore: cfg.RaftLogStore,
 		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
 		AutoPeriod: autoPeriod, AutoWindow: autoWindow,
 		SnapshotThreshold: snapThreshold, TrailingLogs: trailingLogs, SnapshotInterval: snapInterval,

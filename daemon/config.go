@@ -104,6 +104,10 @@ type Config struct {
 	RaftLogStore string `json:"raft_log_store,omitempty"`
 	// StateCacheBytes is the state store's block cache; zero: 32 MiB.
 	StateCacheBytes int64 `json:"state_cache_bytes,omitempty"`
+	// StateWriteWindow is how long applied commits wait in memory before
+	// the state store writes them out together (zero: 100 ms; negative:
+	// every commit at once).
+	StateWriteWindow time.Duration `json:"state_write_window,omitempty"`
 	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
 	// leadership).
 	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
@@ -266,6 +270,9 @@ func (c Config) Merge(over Config) Config {
 	}
 	if over.StateCacheBytes != 0 {
 		c.StateCacheBytes = over.StateCacheBytes
+	}
+	if over.StateWriteWindow != 0 {
+		c.StateWriteWindow = over.StateWriteWindow
 	}
 	if over.RaftLogStore != "" {
 		c.RaftLogStore = over.RaftLogStore

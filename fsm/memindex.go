@@ -127,7 +127,13 @@ func (s *IndexedStore) View() (Reader, func(), error) { return s.view(false) }
 func (s *IndexedStore) view(forApply bool) (Reader, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, release, err := s.inner.View()
+	innerView := s.inner.View
+	if av, ok := s.inner.(interface {
+		ApplyView() (Reader, func(), error)
+	}); ok && forApply {
+		innerView = av.ApplyView // a write-behind window read in place
+	}
+	r, release, err := innerView()
 	if err != nil {
 		return nil, nil, err
 	}

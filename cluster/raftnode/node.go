@@ -178,9 +178,13 @@ func (n *Node) openStores() error {
 		if err != nil {
 			return err
 		}
-		n.closers = append(n.closers, bs)
 		badgerStore = bs
-		idx, err := fsm.NewIndexedStore(bs)
+		var under store.Store = bs
+		if cfg.StateWriteWindow >= 0 {
+			under = store.NewWriteBehind(bs, cfg.StateWriteWindow) // closes bs, after writing its window
+		}
+		n.closers = append(n.closers, under)
+		idx, err := fsm.NewIndexedStore(under)
 		if err != nil {
 			return err
 		}

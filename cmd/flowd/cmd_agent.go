@@ -18,6 +18,7 @@ import (
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/cluster/raftnode"
 	"github.com/flowd/flowd/daemon"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 func init() { commands = append(commands, agentCommand) }
@@ -74,6 +75,7 @@ var agentCommand = &cli.Command{
 		&cli.IntFlag{Name: "raft-log-cache-bytes", EnvVars: []string{"FLOWD_RAFT_LOG_CACHE_BYTES"}, Usage: "memory for the cache of recent raft log entries (an entry that does not fit is read from the log file)", DefaultText: "67108864 (64 MiB)"},
 		&cli.StringFlag{Name: "raft-log-store", EnvVars: []string{"FLOWD_RAFT_LOG_STORE"}, Usage: "the raft log store of a new data dir: wal (raft-wal segment files, one fsync per append) or bolt (raft-boltdb); an existing data dir keeps the store it was created with (docs/operations.md, \"Raft log store\")", DefaultText: cluster.DefaultLogStore},
 		&cli.Int64Flag{Name: "state-cache-bytes", EnvVars: []string{"FLOWD_STATE_CACHE_BYTES"}, Usage: "the state store's block cache (badger); the state store also holds two 64 MiB memtables and a 16 MiB index cache", DefaultText: "33554432 (32 MiB)"},
+		&cli.DurationFlag{Name: "state-write-window", EnvVars: []string{"FLOWD_STATE_WRITE_WINDOW"}, Value: store.DefaultWriteBehindAge, Usage: "how long applied entries wait in memory before the state store writes them out as one transaction (a record written again within the window is written once; a crash loses nothing, the raft log replays the window); 0 writes every entry at once"},
 		&cli.DurationFlag{Name: "raft-commit-timeout", EnvVars: []string{"FLOWD_RAFT_COMMIT_TIMEOUT"}, Usage: "how long the leader waits, with nothing new to replicate, before telling followers the commit index anyway (lower: followers apply sooner once traffic stops; higher: less idle CPU; at most 500ms)", DefaultText: "100ms"},
 		&cli.Int64Flag{Name: "memory-limit", EnvVars: []string{"FLOWD_MEMORY_LIMIT"}, Usage: "soft limit of the agent's Go memory in bytes (as GOMEMLIMIT; GOMEMLIMIT, if set, wins): near it the GC runs more often instead of letting the heap grow (0 = none)"},
 		&cli.DurationFlag{Name: "timer-slack", EnvVars: []string{"FLOWD_TIMER_SLACK"}, Value: time.Millisecond, Usage: "Linux timer slack of the agent's threads (how late a timed sleep may wake, so that close wake-ups merge: less CPU in context switches); set by re-executing the agent once at start, unless it already runs with it (systemd: TimerSlackNSec=); 0 keeps the inherited slack"},
@@ -117,8 +119,9 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		LeaderLeaseTimeout: cCtx.Duration("raft-leader-lease-timeout"),
 		CommitTimeout:      cCtx.Duration("raft-commit-timeout"),
 		RaftLogCacheBytes:  cCtx.Int("raft-log-cache-bytes"), StateCacheBytes: cCtx.Int64("state-cache-bytes"),
-		RaftLogStore:    cCtx.String("raft-log-store"),
-		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
+		StateWriteWindow: writeWindow(cCtx.Duration("state-write-window")),
+		RaftLogStore:     cCtx.String("raft-log-store"),
+		ShutdownTimeout:  cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
 		UpgradeAutoFinalize: cCtx.Duration("upgrade-auto-finalize"),
 		AutopilotMinQuorum:  cCtx.Int("autopilot-min-quorum"), AutopilotLastContactThreshold: cCtx.Duration("autopilot-last-contact-threshold"),
 		AutopilotServerStabilizationTime: cCtx.Duration("autopilot-server-stabilization-time"),
@@ -259,4 +262,13 @@ func agentLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// writeWindow maps --state-write-window to the agent's setting: 0 on the
+// command line writes every entry at once (negative in the config).
+func writeWindow(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
