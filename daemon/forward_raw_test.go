@@ -128,10 +128,10 @@ func TestSpliceMember(t *testing.T) {
 		{`{"task_id":"r/a","claim":{"worker_id":"w","max":1},"result":{"a":{}}}`, "claim", "request_id",
 			`{"task_id":"r/a","claim":{"worker_id":"w","max":1,"request_id":"v"},"result":{"a":{}}}`},
 		{`{"claim":{}}`, "claim", "request_id", `{"claim":{"request_id":"v"}}`},
-		{`{"request_id":""}`, "", "request_id", ""},             // present (empty): not added twice
-		{`{"Request_ID":""}`, "", "request_id", ""},             // another case: a decoder takes it for it
-		{`{"requeſt_id":""}`, "", "request_id", ""},             // folds too
-		{`{"request\u005fid":""}`, "", "request_id", ""},        // an escaped name
+		{`{"request_id":""}`, "", "request_id", ""},                // present (empty): not added twice
+		{`{"Request_ID":""}`, "", "request_id", ""},                // another case: a decoder takes it for it
+		{`{"requeſt_id":""}`, "", "request_id", ""},                // folds too
+		{`{"request\u005fid":""}`, "", "request_id", ""},           // an escaped name
 		{`{"claim":{"request_id":""}}`, "claim", "request_id", ""}, // present in the claim
 		{`{"claim":null}`, "claim", "request_id", ""},
 		{`{"task_id":"r/a"}`, "claim", "request_id", ""},
