@@ -163,7 +163,7 @@ const maxIdleExclusive = 32
 // that answer is returned (so a worker that half-closed gets those tasks
 // instead of their leases going to nobody). The answer is awaited until
 // the call's deadline at most.
-func (f *leaderProxy) callExclusive(ctx, epoch context.Context, addr string, env forwardCall, out any) error {
+func (f *leaderProxy) callExclusive(ctx, epoch context.Context, addr string, env, out any) error {
 	f.mu.Lock()
 	var c *rpc.Conn
 	for len(f.idle[addr]) > 0 && c == nil {
@@ -258,10 +258,21 @@ func originOf(ctx context.Context) *forwardOrigin {
 
 // forward sends one forwarded call to the leader at addr. It gives up at
 // once when leadership changes (epoch ends): the caller re-routes.
+//
+// params that are json.RawMessage (asSent) go out as they are, inside an
+// envelope appended around them (forward_raw.go).
 func (f *leaderProxy) forward(ctx, epoch context.Context, addr, method string, params, out any) error {
-	env := forwardCall{Method: method, Params: params, For: originOf(ctx)}
+	var deadlineMS int64
 	if d, ok := ctx.Deadline(); ok {
-		env.DeadlineMS = d.UnixMilli()
+		deadlineMS = d.UnixMilli()
+	}
+	var env any = forwardCall{Method: method, Params: params, For: originOf(ctx), DeadlineMS: deadlineMS}
+	if raw, ok := params.(json.RawMessage); ok {
+		b, err := rawEnvelope(method, raw, deadlineMS, originOf(ctx))
+		if err != nil {
+			return err
+		}
+		env = b
 	}
 	if exclusiveForward(ctx) {
 		return f.callExclusive(ctx, epoch, addr, env, out)
@@ -313,9 +324,23 @@ func onLeader[R any](ctx context.Context, p *leaderProxy, method string, params 
 					" was out; its outcome is unknown: re-send it (same request id) through another agent", RetryAfter: 50 * time.Millisecond}
 			}
 		default:
+			// A relayed call (forward_raw.go) takes the leader's answer as
+			// bytes: its fence is read from them, and its handler returns
+			// them to its client as they are.
 			var out R
-			err := p.forward(ctx, epoch, addr, method, params, &out)
+			var raw json.RawMessage
+			dst := any(&out)
+			rl := relayOf(ctx, method)
+			if rl != nil {
+				dst = &raw
+			}
+			err := p.forward(ctx, epoch, addr, method, params, dst)
 			if err == nil {
+				if rl != nil {
+					p.raiseFenceTo(writeIndexOf[R](raw))
+					rl.result = raw
+					return out, nil
+				}
 				p.raiseFence(out)
 				return out, nil
 			}
@@ -359,11 +384,16 @@ func (f *leaderProxy) unavailable(cause error) error {
 // agent (from any connection) first waits until that index is applied
 // here (see awaitReadFence), so a client reads its own writes.
 func (f *leaderProxy) raiseFence(out any) {
-	wi, ok := out.(interface{ WriteIndex() uint64 })
-	if !ok || wi.WriteIndex() == 0 {
+	if wi, ok := out.(interface{ WriteIndex() uint64 }); ok {
+		f.raiseFenceTo(wi.WriteIndex())
+	}
+}
+
+// raiseFenceTo raises the read fence to idx (0: no write).
+func (f *leaderProxy) raiseFenceTo(idx uint64) {
+	if idx == 0 {
 		return
 	}
-	idx := wi.WriteIndex()
 	for {
 		cur := f.readFence.Load()
 		if cur >= idx || f.readFence.CompareAndSwap(cur, idx) {

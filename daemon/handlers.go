@@ -14,6 +14,10 @@ import (
 func (a *Agent) methods() map[string]rpc.Handler {
 	m := a.methodTable()
 	for name, h := range m {
+		if relayedMethods[name] {
+			h = a.relaying(name, h) // forward_raw.go
+			m[name] = h
+		}
 		if !unfenced[name] {
 			m[name] = a.fenced(h)
 		}

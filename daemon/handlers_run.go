@@ -56,8 +56,11 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 			return rpc.SubmitResult{}, invalid("%v", err)
 		}
 	}
+	var fills []fill // what a follower adds to the params its client sent
+	sentID := p.ID
 	if p.ID == "" {
 		p.ID = newRunID() // before forwarding, so a retried forward is idempotent
+		fills = append(fills, fill{name: "id", value: p.ID})
 	} else if p.ID, err = checkRunID(p.ID); err != nil {
 		return rpc.SubmitResult{}, err
 	}
@@ -73,13 +76,18 @@ func (a *Agent) runSubmit(ctx context.Context, p rpc.SubmitParams) (rpc.SubmitRe
 	}
 	if p.Nonce == "" {
 		p.Nonce = rpc.NewRequestID() // before forwarding: a retried forward is answered created:true
+		fills = append(fills, fill{name: "nonce", value: p.Nonce})
+	}
+	var sent any = p // forwarded encoded again when the id was spelled otherwise
+	if p.ID == sentID || sentID == "" {
+		sent = asSent(ctx, rpc.MethodRunSubmit, p, fills...)
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
 	// The spec is parsed and validated where the submit is proposed: a
 	// follower forwards the params as they came and relays the leader's
 	// answer (a bad spec gets the same -32003 either way).
-	return onLeader(ctx, a.proxy, rpc.MethodRunSubmit, p, func(ctx context.Context) (rpc.SubmitResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodRunSubmit, sent, func(ctx context.Context) (rpc.SubmitResult, error) {
 		a.raiseIfFresh(ctx)
 		if defName != "" {
 			r, idx, err := propose[fsm.SubmitResult](ctx, a.prop, &fsm.SubmitDefinition{Definition: defName, Version: defVersion,

@@ -93,7 +93,11 @@ func (a *Agent) taskClaim(ctx context.Context, p rpc.ClaimParams) (rpc.ClaimResu
 	if err := checkClaim(&p); err != nil {
 		return rpc.ClaimResult{}, err
 	}
-	res, unknown, err := a.claimOnLeader(ctx, p)
+	var fills []fill // what a follower adds to the params its client sent
+	if picked {
+		fills = append(fills, fill{name: "request_id", value: p.RequestID})
+	}
+	res, unknown, err := a.claimOnLeader(ctx, p, fills...)
 	if picked && unknown {
 		a.unknownClaims.Keep(p)
 	}
@@ -107,7 +111,10 @@ var inputClosed = rpc.InputClosedContext
 
 // claimOnLeader runs a checked claim; unknown reports an outcome this
 // agent cannot vouch for (the leader may have leased tasks no one heard of).
-func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.ClaimResult, unknown bool, _ error) {
+//
+// fills are the members the agent set in the params its client sent (see
+// asSent).
+func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams, fills ...fill) (_ rpc.ClaimResult, unknown bool, _ error) {
 	wait := clampMS(p.WaitMS, MaxWait)
 	deadline := time.Now().Add(wait)
 	ctx, cancel := withDeadline(ctx, deadline.Add(waitMargin))
@@ -125,7 +132,7 @@ func (a *Agent) claimOnLeader(ctx context.Context, p rpc.ClaimParams) (_ rpc.Cla
 		defer context.AfterFunc(gone, stopForward)()
 	}
 	w := fsm.Waiter{WorkerID: p.WorkerID, Queues: p.Queues, Types: p.Types, Max: p.Max, RequestID: p.RequestID}
-	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, p, func(lctx context.Context) (rpc.ClaimResult, error) {
+	res, err := onLeader(fwdCtx, a.proxy, rpc.MethodTaskClaim, asSent(ctx, rpc.MethodTaskClaim, p, fills...), func(lctx context.Context) (rpc.ClaimResult, error) {
 		a.workers.waiting(p, a.cfg.NodeID, a.prop.LeaderEpoch())
 		defer func() {
 			a.workers.doneWaiting(p.WorkerID)
@@ -203,7 +210,7 @@ func (a *Agent) taskHeartbeat(ctx context.Context, p rpc.HeartbeatParams) (rpc.A
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a.proxy, rpc.MethodTaskHeartbeat, p, func(ctx context.Context) (rpc.AckResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodTaskHeartbeat, asSent(ctx, rpc.MethodTaskHeartbeat, p), func(ctx context.Context) (rpc.AckResult, error) {
 		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Heartbeat{TaskID: p.TaskID, Token: p.FencingToken, Log: logChunk(p.LogParams)}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err
@@ -230,9 +237,14 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 		return rpc.AckResult{}, err // a release before V2 refuses these fields as unknown
 	}
 	var next *fsm.Waiter
+	var fills []fill // what a follower adds to the params its client sent
 	if p.Claim != nil {
+		sent := p.Claim.RequestID
 		if err := checkClaim(p.Claim); err != nil {
 			return rpc.AckResult{}, err
+		}
+		if p.Claim.RequestID != sent {
+			fills = append(fills, fill{in: "claim", name: "request_id", value: p.Claim.RequestID})
 		}
 		if p.Claim.WaitMS != 0 {
 			return rpc.AckResult{}, invalid("claim.wait_ms must be 0: task.complete claims only what is ready; long-poll with task.claim")
@@ -241,7 +253,7 @@ func (a *Agent) taskComplete(ctx context.Context, p rpc.CompleteParams) (rpc.Ack
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a.proxy, rpc.MethodTaskComplete, p, func(ctx context.Context) (rpc.AckResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodTaskComplete, asSent(ctx, rpc.MethodTaskComplete, p, fills...), func(ctx context.Context) (rpc.AckResult, error) {
 		if p.Claim != nil {
 			a.workers.claimed(*p.Claim, a.cfg.NodeID, a.prop.LeaderEpoch())
 		}
@@ -273,7 +285,7 @@ func (a *Agent) taskFail(ctx context.Context, p rpc.FailParams) (rpc.AckResult, 
 	}
 	ctx, cancel := withTimeout(ctx, writeTimeout)
 	defer cancel()
-	return onLeader(ctx, a.proxy, rpc.MethodTaskFail, p, func(ctx context.Context) (rpc.AckResult, error) {
+	return onLeader(ctx, a.proxy, rpc.MethodTaskFail, asSent(ctx, rpc.MethodTaskFail, p), func(ctx context.Context) (rpc.AckResult, error) {
 		ack, idx, err := propose[fsm.AckResult](ctx, a.prop, &fsm.Fail{TaskID: p.TaskID, Token: p.FencingToken, Error: p.Error, Retryable: p.Retryable, Log: logChunk(p.LogParams)}, grouped)
 		if err != nil {
 			return rpc.AckResult{}, err

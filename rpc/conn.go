@@ -284,7 +284,11 @@ func (c *Conn) CallUntil(ctx context.Context, stop <-chan struct{}, method strin
 		if r.err != nil {
 			return r.err
 		}
-		if result != nil {
+		if raw, ok := result.(*json.RawMessage); ok {
+			// Kept as the server wrote it (a line of its own, never
+			// reused): an agent relays a leader's answer without decoding.
+			*raw = r.result
+		} else if result != nil {
 			if err := gojson.Unmarshal(r.result, result); err != nil {
 				return fmt.Errorf("rpc: decoding the %s result: %w", method, err)
 			}
@@ -301,7 +305,14 @@ func (c *Conn) CallUntil(ctx context.Context, stop <-chan struct{}, method strin
 
 func encodeRequest(id uint64, method string, params any) ([]byte, error) {
 	var p []byte
-	if params != nil {
+	if raw, ok := params.(json.RawMessage); ok {
+		// Encoded already (an agent forwarding what its client sent, which
+		// the server read as valid JSON): sent as it is, not scanned again.
+		if len(raw) == 0 || raw[0] != '{' && raw[0] != '[' {
+			return nil, fmt.Errorf("rpc: %s params must be a JSON object or array, not %.40q", method, raw)
+		}
+		p = raw
+	} else if params != nil {
 		var err error
 		if p, err = gojson.Marshal(params); err != nil {
 			return nil, fmt.Errorf("rpc: encoding %s params: %w", method, err)

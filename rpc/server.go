@@ -27,6 +27,13 @@ import (
 // honour ctx, which ends when the connection closes or the server stops.
 type Handler func(ctx context.Context, params json.RawMessage) (any, error)
 
+// RawResult is a handler's result encoded already: the server writes it as
+// it is, without marshalling (json.RawMessage would be scanned and
+// compacted again). It must be one valid JSON value with no newline, such
+// as the result member of a line another flowd server wrote: an agent
+// relays a leader's answer to a forwarded call so (daemon/forward.go).
+type RawResult []byte
+
 // Func adapts a typed function to a Handler. Params are decoded strictly
 // into P: absent or null params give the zero P; JSON that does not decode
 // into P, an object with fields P does not have, or an object anywhere in
@@ -279,7 +286,13 @@ func (s *Server) call(ctx context.Context, cs *connState, method string, h Handl
 	if herr != nil {
 		return nil, s.wireError(method, herr)
 	}
-	b, merr := gojson.Marshal(v)
+	var b []byte
+	var merr error
+	if r, ok := v.(RawResult); ok {
+		b = r // encoded already (a leader's answer an agent relays)
+	} else {
+		b, merr = gojson.Marshal(v)
+	}
 	if merr != nil {
 		return nil, s.wireError(method, fmt.Errorf("encoding the %s result: %w", method, merr))
 	}
