@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Run lifecycle: submit, admission, derivation, the verbs cancel, interrupt,
@@ -82,12 +83,12 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	}
 	a.newRun(r)
 	a.indexLabels(r)
-	a.put(specKey(id), (*specMsg)(&spec))
+	a.putFresh(specKey(id), (*specMsg)(&spec))
 	a.putRules(id, spec)
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
-	dependents := map[string][]string{}
+	var dependents map[string][]string // made for the first dependency
 	all := spec.Tasks
 	if len(spec.Finally) > 0 {
 		all = append(slices.Clip(spec.Tasks), spec.Finally...)
@@ -95,6 +96,9 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	}
 	for _, ts := range all {
 		for _, d := range ts.Deps {
+			if dependents == nil {
+				dependents = map[string][]string{}
+			}
 			dependents[d] = append(dependents[d], ts.Key)
 		}
 	}
@@ -145,6 +149,9 @@ func (a *applier) start(r *Run) {
 // admitPending starts queued runs, FIFO, while the cap allows.
 func (a *applier) admitPending() {
 	s, cnt := a.getSettings(), a.getCounters()
+	if p, ok := a.tx.(store.PrefixProber); ok && !p.MayHavePrefix(pfxPending) {
+		return // the usual case: no run waits (and no scan closure to allocate)
+	}
 	for s.MaxRunningRuns <= 0 || cnt.ActiveRuns < s.MaxRunningRuns {
 		var key []byte
 		must(a.tx.Scan(pfxPending, nil, false, func(k, _ []byte) bool {
