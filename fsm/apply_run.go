@@ -102,6 +102,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			dependents[d] = append(dependents[d], ts.Key)
 		}
 	}
+	tasks := make([]*Task, 0, len(all))
 	for i, ts := range all {
 		t := &Task{
 			RunID: id, Key: ts.Key, Seq: i, Type: ts.Type, Queue: ts.Queue, Input: ts.Input,
@@ -111,6 +112,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			ScheduleToStartPolicy: ts.ScheduleToStartPolicy, CreateIndex: a.index, ModifyIndex: a.index,
 		}
 		a.newTask(t)
+		tasks = append(tasks, t)
 		if p := reuse[ts.Key]; p != nil {
 			t.Result, t.Reused, t.Attempt = p.Result, true, 0
 			t.StartedAt, t.FinishedAt = a.now, a.now
@@ -123,7 +125,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	case full:
 		a.queueForAdmission(r)
 	default:
-		a.start(r)
+		a.startTasks(r, tasks)
 	}
 	return r, nil
 }
@@ -136,11 +138,22 @@ func (a *applier) hasPendingRuns() bool {
 
 // start admits a run: it starts running and its roots become ready.
 func (a *applier) start(r *Run) {
+	a.startTasks(r, nil)
+}
+
+// startTasks is start with the run's tasks in Seq order when the caller
+// has them: createRun, whose run and tasks are new in this command (a
+// brand-new run id holds no stored task, so runTasks would list exactly
+// these, at the cost of a store scan per submit). nil lists them.
+func (a *applier) startTasks(r *Run, tasks []*Task) {
 	if r.DeadlineMS > 0 && r.DeadlineAt == 0 {
 		r.DeadlineAt = a.now + r.DeadlineMS // armed by the state change
 	}
 	a.stepRun(r, domain.EdgeStart)
-	for _, t := range a.runTasks(r.ID) {
+	if tasks == nil {
+		tasks = a.runTasks(r.ID)
+	}
+	for _, t := range tasks {
 		a.advance(r, t)
 	}
 	a.derive(r)

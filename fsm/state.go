@@ -195,10 +195,15 @@ func ownedString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-type modifiable interface{ setModifyIndex(uint64) }
+type modifiable interface {
+	setModifyIndex(uint64)
+	modifyIndex() uint64
+}
 
 func (r *Run) setModifyIndex(i uint64)  { r.ModifyIndex = i }
 func (t *Task) setModifyIndex(i uint64) { t.ModifyIndex = i }
+func (r *Run) modifyIndex() uint64      { return r.ModifyIndex }
+func (t *Task) modifyIndex() uint64     { return t.ModifyIndex }
 
 // discard drops the caches unwritten (a failed Multi sub-command).
 func (a *applier) discard() {
@@ -288,9 +293,14 @@ func (a *applier) flush() {
 			}
 			switch {
 			case stamped:
+				old := m.modifyIndex()
 				m.setModifyIndex(a.index)
-				b, err = marshal(e.v)
-				must(err)
+				if nb, ok := restamp(e.v, b, old, a.index); ok {
+					b = nb
+				} else {
+					b, err = marshal(e.v)
+					must(err)
+				}
 			case scratch:
 				b = bytes.Clone(b)
 			}
