@@ -45,7 +45,10 @@ func (a *applier) breakerTo(b *Breaker, to, transition string) {
 }
 
 func (a *applier) breakerSuccess(typ string) {
-	b := a.breaker(typ)
+	b := a.storedBreaker(typ)
+	if b == nil {
+		return // a fresh breaker: closed, no failures, no trial
+	}
 	b.Failures, b.Trial = 0, ""
 	if b.State != BreakerClosed {
 		a.breakerTo(b, BreakerClosed, "close")

@@ -135,7 +135,7 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 			a.ended = endedAttempt{task: t, outcome: outcome, claimedAt: at.ClaimedAt}
 		}
 	}
-	if b := a.breaker(dispatchType(t)); b.Trial != "" && t.isID(b.Trial) {
+	if b := a.storedBreaker(dispatchType(t)); b != nil && b.Trial != "" && t.isID(b.Trial) {
 		b.Trial = ""
 	}
 	t.LeaseOwner, t.LeaseRequest, t.LeaseExpiresAt = "", "", 0
@@ -185,7 +185,13 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	}
 	for _, qn := range queues {
 		// load, not a.queue: a claim must not create the queues it names.
-		q := load[QueueState](a, &a.queues, queueKey(qn))
+		// A cached queue (every waiter after the first) builds no key.
+		var q *QueueState
+		if e, ok := a.queues.cached(pfxQueue, qn, "", ""); ok {
+			q = live[QueueState](e)
+		} else {
+			q = load[QueueState](a, &a.queues, queueKey(qn))
+		}
 		if !q.Dispatching() {
 			continue
 		}
@@ -208,7 +214,11 @@ func (a *applier) nextReady(w *Waiter) *Task {
 				a.throttle(qn)
 				continue
 			}
-			pfx := readyPrefix(qn, typ)
+			// readyPrefix, in a buffer reused for every list (Scan keeps
+			// neither its prefix nor its start).
+			a.pfxBuf = append(append(append(a.pfxBuf[:0], pfxReady...), qn...), 0)
+			a.pfxBuf = append(append(a.pfxBuf, typ...), 0)
+			pfx := a.pfxBuf
 			// Within one claim the heads taken so far are gone and nothing
 			// becomes ready, so the scan resumes where the last one ended
 			// instead of stepping over this entry's deletions again.

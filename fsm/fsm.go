@@ -484,6 +484,7 @@ type applier struct {
 	queueNamesOK   bool
 	scratch        []byte // flush's comparison encodings
 	keyBuf         []byte // a lookup key not kept (loadRun's miss)
+	pfxBuf         []byte // nextReady's ready-list prefix
 	settings       *Settings
 	settingsDirty  bool
 	counters       *Counters

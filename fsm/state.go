@@ -471,6 +471,18 @@ func (a *applier) breaker(typ string) *Breaker {
 	return b
 }
 
+// storedBreaker is breaker for a caller with nothing to do on a fresh
+// (closed, unstored) breaker: nil instead of making one, so a type whose
+// breaker never changed costs no record (and its comparison encoding at
+// flush) on every completion.
+func (a *applier) storedBreaker(typ string) *Breaker {
+	if e, ok := a.breakers.cached(pfxBreaker, typ, "", ""); ok {
+		return live[Breaker](e)
+	}
+	a.keyBuf = append(append(a.keyBuf[:0], pfxBreaker...), typ...)
+	return loadTemp[Breaker](a, &a.breakers, a.keyBuf)
+}
+
 // nextSeq returns a number that orders things within this entry and after
 // every earlier entry: index<<20 | n.
 func (a *applier) nextSeq() uint64 {
@@ -579,7 +591,11 @@ func activeRun(s domain.RunState) bool {
 func (a *applier) setRunState(r *Run, to domain.RunState) {
 	from := r.State
 	if from != "" {
-		a.delFresh(runStateKey(string(from), r.ID))
+		// runStateKey in a reused buffer: a delete copies the key only
+		// when it leaves a tombstone (not for the pending key of a run
+		// admitted in the entry that created it).
+		a.keyBuf = append(append(append(append(a.keyBuf[:0], pfxRunState...), from...), '/'), r.ID...)
+		a.del(a.keyBuf)
 	}
 	r.State = to
 	if o, ok := a.tx.(*store.Overlay); ok && from == "" {
