@@ -22,7 +22,7 @@ func (a *applier) breakerAllows(typ string) bool {
 
 // breakerPick records that a task of typ was dispatched: a cooled-down open
 // breaker half-opens and the task becomes its one trial.
-func (a *applier) breakerPick(typ, taskID string) {
+func (a *applier) breakerPick(typ string, t *Task) {
 	if !a.breakersOn() {
 		return
 	}
@@ -31,7 +31,7 @@ func (a *applier) breakerPick(typ, taskID string) {
 		a.breakerTo(b, BreakerHalfOpen, "half_open")
 	}
 	if b.State == BreakerHalfOpen {
-		b.Trial = taskID
+		b.Trial = t.ID()
 	}
 }
 
@@ -45,7 +45,10 @@ func (a *applier) breakerTo(b *Breaker, to, transition string) {
 }
 
 func (a *applier) breakerSuccess(typ string) {
-	b := a.breaker(typ)
+	b := a.storedBreaker(typ)
+	if b == nil {
+		return // a fresh breaker: closed, no failures, no trial
+	}
 	b.Failures, b.Trial = 0, ""
 	if b.State != BreakerClosed {
 		a.breakerTo(b, BreakerClosed, "close")

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/flowd/flowd/fsm/domain"
+	"github.com/flowd/flowd/fsm/store"
 )
 
 // Run lifecycle: submit, admission, derivation, the verbs cancel, interrupt,
@@ -82,12 +83,12 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	}
 	a.newRun(r)
 	a.indexLabels(r)
-	a.put(specKey(id), (*specMsg)(&spec))
+	a.putFresh(specKey(id), (*specMsg)(&spec))
 	a.putRules(id, spec)
 	a.setRunState(r, domain.RunPending)
 	a.emit(Event{Kind: "run", RunID: id, Transition: "created", To: string(domain.RunPending)})
 
-	dependents := map[string][]string{}
+	var dependents map[string][]string // made for the first dependency
 	all := spec.Tasks
 	if len(spec.Finally) > 0 {
 		all = append(slices.Clip(spec.Tasks), spec.Finally...)
@@ -95,9 +96,13 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	}
 	for _, ts := range all {
 		for _, d := range ts.Deps {
+			if dependents == nil {
+				dependents = map[string][]string{}
+			}
 			dependents[d] = append(dependents[d], ts.Key)
 		}
 	}
+	tasks := make([]*Task, 0, len(all))
 	for i, ts := range all {
 		t := &Task{
 			RunID: id, Key: ts.Key, Seq: i, Type: ts.Type, Queue: ts.Queue, Input: ts.Input,
@@ -107,6 +112,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 			ScheduleToStartPolicy: ts.ScheduleToStartPolicy, CreateIndex: a.index, ModifyIndex: a.index,
 		}
 		a.newTask(t)
+		tasks = append(tasks, t)
 		if p := reuse[ts.Key]; p != nil {
 			t.Result, t.Reused, t.Attempt = p.Result, true, 0
 			t.StartedAt, t.FinishedAt = a.now, a.now
@@ -119,7 +125,7 @@ func (a *applier) createRun(id string, spec domain.Spec, input json.RawMessage, 
 	case full:
 		a.queueForAdmission(r)
 	default:
-		a.start(r)
+		a.startTasks(r, tasks)
 	}
 	return r, nil
 }
@@ -132,11 +138,22 @@ func (a *applier) hasPendingRuns() bool {
 
 // start admits a run: it starts running and its roots become ready.
 func (a *applier) start(r *Run) {
+	a.startTasks(r, nil)
+}
+
+// startTasks is start with the run's tasks in Seq order when the caller
+// has them: createRun, whose run and tasks are new in this command (a
+// brand-new run id holds no stored task, so runTasks would list exactly
+// these, at the cost of a store scan per submit). nil lists them.
+func (a *applier) startTasks(r *Run, tasks []*Task) {
 	if r.DeadlineMS > 0 && r.DeadlineAt == 0 {
 		r.DeadlineAt = a.now + r.DeadlineMS // armed by the state change
 	}
 	a.stepRun(r, domain.EdgeStart)
-	for _, t := range a.runTasks(r.ID) {
+	if tasks == nil {
+		tasks = a.runTasks(r.ID)
+	}
+	for _, t := range tasks {
 		a.advance(r, t)
 	}
 	a.derive(r)
@@ -145,6 +162,9 @@ func (a *applier) start(r *Run) {
 // admitPending starts queued runs, FIFO, while the cap allows.
 func (a *applier) admitPending() {
 	s, cnt := a.getSettings(), a.getCounters()
+	if p, ok := a.tx.(store.PrefixProber); ok && !p.MayHavePrefix(pfxPending) {
+		return // the usual case: no run waits (and no scan closure to allocate)
+	}
 	for s.MaxRunningRuns <= 0 || cnt.ActiveRuns < s.MaxRunningRuns {
 		var key []byte
 		must(a.tx.Scan(pfxPending, nil, false, func(k, _ []byte) bool {

@@ -17,7 +17,7 @@ import (
 const MaxClaim = 256
 
 func (a *applier) applyClaim(c *Claim) any {
-	a.readyCursor = map[string][]byte{}
+	a.readyCursor = map[string]*[]byte{}
 	defer func() { a.readyCursor = nil }()
 	a.throttled = nil
 	defer a.countThrottled()
@@ -82,7 +82,7 @@ func (a *applier) claimedBy(worker, req string) []Claimed {
 func (a *applier) claimTask(t *Task, worker, req string) Claimed {
 	r := a.loadRun(t.RunID)
 	a.unindexTask(t)
-	a.breakerPick(dispatchType(t), t.ID())
+	a.breakerPick(dispatchType(t), t)
 	a.queue(t.Queue).takeToken(dispatchType(t), a.now)
 	if t.State == domain.TaskReverting {
 		t.Comp.Phase = CompRunning

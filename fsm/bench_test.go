@@ -147,20 +147,28 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 		b.Run(fmt.Sprintf("group=%d", group), func(b *testing.B) { benchQueueJob(b, group, 0) })
 	}
 	b.Run("group=16/window=1000", func(b *testing.B) { benchQueueJob(b, 16, 1000) })
+	// The same over the in-memory store: the state machine's own cost
+	// without badger's (its commit, its writer and compactions).
+	b.Run("group=16/store=mem", func(b *testing.B) { benchQueueJob(b, 16, -1) })
 }
 
 // benchQueueJob is the job-queue workload as the state machine sees
 // it after group commit: per round, one Multi entry of group one-task submits,
 // one claim entry for group waiting workers and one Multi of their
 // completions, over badger with the index mirror. Reports the writes that
-// reach badger per job next to time and allocations per job.
+// reach badger per job next to time and allocations per job. window < 0
+// runs it over the in-memory store instead (default event window).
 func benchQueueJob(b *testing.B, group, window int) {
-	bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
-	if err != nil {
-		b.Fatal(err)
+	var st store.Store = store.NewMemStore() // window < 0: in memory
+	if window >= 0 {
+		bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bs.Close()
+		st = bs
 	}
-	defer bs.Close()
-	counted := &countingStore{Store: bs, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
+	counted := &countingStore{Store: st, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
 	f, _ := indexedFSM(b, counted)
 	var index uint64
 	apply := func(c Command) any {
@@ -188,6 +196,7 @@ func benchQueueJob(b *testing.B, group, window int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	jobs := 0
 	for jobs < b.N {
 		subs := &Multi{}
@@ -214,6 +223,7 @@ func benchQueueJob(b *testing.B, group, window int) {
 	b.ReportMetric(float64(counted.total)/float64(jobs), "writes/job")
 	b.ReportMetric(float64(counted.size)/float64(jobs), "bytes/job")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(jobs), "cpu-ns/job")
 	if testing.Verbose() {
 		for p, n := range counted.writes {
 			b.Logf("%-8s %.2f writes/job %6.0f bytes/job", p, float64(n)/float64(jobs), float64(counted.bytes[p])/float64(jobs))

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -107,6 +108,66 @@ func DecodeTask(b []byte) (*Task, error) {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// restamp turns enc, the MessagePack encoding of v (a *Run or *Task) at
+// modify index old, into its encoding at index now without encoding the
+// record again: ModifyIndex is the tuple's last element (modifyIndexLast
+// checks the generated layout once), so only those bytes differ, written
+// as the generated encoder writes them (msgp.AppendUint64). flush
+// compares a loaded record's encoding at its loaded index first, and a
+// changed one was encoded twice. ok is false when the layout does not
+// allow it (the caller encodes).
+func restamp(v any, enc []byte, old, now uint64) (out []byte, ok bool) {
+	switch v.(type) {
+	case *Run:
+		ok = runModifyLast
+	case *Task:
+		ok = taskModifyLast
+	}
+	if !ok {
+		return nil, false
+	}
+	var tail [9]byte
+	o := msgp.AppendUint64(tail[:0], old)
+	if !bytes.HasSuffix(enc, o) {
+		return nil, false
+	}
+	head := len(enc) - len(o)
+	out = make([]byte, head, head+9)
+	copy(out, enc[:head])
+	return msgp.AppendUint64(out, now), true
+}
+
+var (
+	runModifyLast  = modifyIndexLast(&Run{})
+	taskModifyLast = modifyIndexLast(&Task{})
+)
+
+// modifyIndexLast reports whether the record's tuple ends with its
+// ModifyIndex: a zero record with a marked index, walked element by
+// element.
+func modifyIndexLast(v interface {
+	msgp.Marshaler
+	modifiable
+}) bool {
+	const mark = 0xfeedfacecafebeef
+	v.setModifyIndex(mark)
+	enc, err := v.MarshalMsg(nil)
+	if err != nil {
+		return false
+	}
+	n, rest, err := msgp.ReadArrayHeaderBytes(enc)
+	if err != nil || n == 0 {
+		return false
+	}
+	for range n - 1 {
+		if rest, err = msgp.Skip(rest); err != nil {
+			return false
+		}
+	}
+	got, rest, err := msgp.ReadUint64Bytes(rest)
+	return err == nil && len(rest) == 0 && got == mark
 }
 
 // countsMsg is domain.TaskCounts as the record codec sees it (domain is

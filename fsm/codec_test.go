@@ -269,3 +269,41 @@ func TestRecordNilBytesStayNil(t *testing.T) {
 		t.Fatalf("run input %#v (%v), want nil", r.Input, err)
 	}
 }
+
+// flush re-stamps a changed Run or Task by replacing the encoding's last
+// element (restamp) instead of encoding the record again: the bytes must
+// be exactly what encoding at the new index writes, at every width of the
+// two indexes (MessagePack writes an integer in 1, 2, 3, 5 or 9 bytes).
+func TestRestampEqualsEncoding(t *testing.T) {
+	if !runModifyLast || !taskModifyLast {
+		t.Fatalf("ModifyIndex is no longer the last element of Run (%v) or Task (%v): restamp encodes twice; move the check to the new layout",
+			runModifyLast, taskModifyLast)
+	}
+	indexes := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, 1<<64 - 1}
+	for _, old := range indexes {
+		for _, now := range indexes {
+			for _, v := range []interface {
+				msgp.Marshaler
+				modifiable
+			}{fullRun(), fullTask(), &Run{}, &Task{}} {
+				v.setModifyIndex(old)
+				enc, err := v.MarshalMsg(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v.setModifyIndex(now)
+				want, _ := v.MarshalMsg(nil)
+				got, ok := restamp(v, enc, old, now)
+				if !ok || !bytes.Equal(got, want) {
+					t.Fatalf("%T %d -> %d: restamp %x (ok %v), encoding %x", v, old, now, got, ok, want)
+				}
+			}
+		}
+	}
+	if _, ok := restamp(&Counters{}, []byte{0x90}, 0, 1); ok {
+		t.Fatal("restamp of a record without a ModifyIndex")
+	}
+	if _, ok := restamp(&Run{}, []byte{0x91, 0x05}, 6, 7); ok {
+		t.Fatal("restamp of an encoding that does not end with the old index")
+	}
+}

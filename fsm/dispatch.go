@@ -135,7 +135,7 @@ func (a *applier) endLease(t *Task, outcome, errMsg string) {
 			a.ended = endedAttempt{task: t, outcome: outcome, claimedAt: at.ClaimedAt}
 		}
 	}
-	if b := a.breaker(dispatchType(t)); b.Trial == t.ID() {
+	if b := a.storedBreaker(dispatchType(t)); b != nil && b.Trial != "" && t.isID(b.Trial) {
 		b.Trial = ""
 	}
 	t.LeaseOwner, t.LeaseRequest, t.LeaseExpiresAt = "", "", 0
@@ -185,7 +185,13 @@ func (a *applier) nextReady(w *Waiter) *Task {
 	}
 	for _, qn := range queues {
 		// load, not a.queue: a claim must not create the queues it names.
-		q := load[QueueState](a, &a.queues, queueKey(qn))
+		// A cached queue (every waiter after the first) builds no key.
+		var q *QueueState
+		if e, ok := a.queues.cached(pfxQueue, qn, "", ""); ok {
+			q = live[QueueState](e)
+		} else {
+			q = load[QueueState](a, &a.queues, queueKey(qn))
+		}
 		if !q.Dispatching() {
 			continue
 		}
@@ -208,22 +214,43 @@ func (a *applier) nextReady(w *Waiter) *Task {
 				a.throttle(qn)
 				continue
 			}
-			pfx := readyPrefix(qn, typ)
+			// readyPrefix, in a buffer reused for every list (Scan keeps
+			// neither its prefix nor its start).
+			a.pfxBuf = append(append(append(a.pfxBuf[:0], pfxReady...), qn...), 0)
+			a.pfxBuf = append(append(a.pfxBuf, typ...), 0)
+			pfx := a.pfxBuf
 			// Within one claim the heads taken so far are gone and nothing
 			// becomes ready, so the scan resumes where the last one ended
 			// instead of stepping over this entry's deletions again.
 			p.pfxLen = len(pfx)
-			must(a.tx.Scan(pfx, a.readyCursor[string(pfx)], false, a.pickFn))
+			var start []byte
+			if cur := a.readyCursor[string(pfx)]; cur != nil {
+				start = *cur
+			}
+			must(a.tx.Scan(pfx, start, false, a.pickFn))
 		}
 	}
 	if !p.found {
 		return nil
 	}
-	bestID := string(p.key[p.bestPfxLen+12:])
 	if a.readyCursor != nil {
-		a.readyCursor[string(p.key[:p.bestPfxLen])] = bytes.Clone(p.key)
+		// A list's cursor buffer is reused (Scan does not keep its start):
+		// a new one only for the claim's first pick from the list.
+		list := p.key[:p.bestPfxLen]
+		if cur := a.readyCursor[string(list)]; cur != nil {
+			*cur = append((*cur)[:0], p.key...)
+		} else {
+			cur := bytes.Clone(p.key)
+			a.readyCursor[string(list)] = &cur
+		}
 	}
-	return a.loadTaskByID(bestID)
+	// The key ends with the task id "<run>/<key>": its record's key is
+	// t/ and the id (taskKey), looked up in a reused buffer.
+	a.keyBuf = append(append(a.keyBuf[:0], pfxTask...), p.key[p.bestPfxLen+12:]...)
+	if e, ok := a.taskCache.get(a.keyBuf); ok {
+		return live[Task](e)
+	}
+	return loadTemp[Task](a, &a.taskCache, a.keyBuf)
 }
 
 // readyPick is the best ready-list head a nextReady has seen: the lowest

@@ -463,7 +463,7 @@ type applier struct {
 	startAt int64
 	// readyCursor remembers, during one claim, where each ready list's
 	// scan left off (see nextReady).
-	readyCursor map[string][]byte
+	readyCursor map[string]*[]byte
 	// throttled collects, during one claim, the queues whose ready work a
 	// rate limit held back (apply_ratelimit.go).
 	throttled map[string]bool
@@ -483,6 +483,8 @@ type applier struct {
 	queueNamesMemo []string
 	queueNamesOK   bool
 	scratch        []byte // flush's comparison encodings
+	keyBuf         []byte // a lookup key not kept (loadRun's miss)
+	pfxBuf         []byte // nextReady's ready-list prefix
 	settings       *Settings
 	settingsDirty  bool
 	counters       *Counters

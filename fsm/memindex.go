@@ -282,7 +282,7 @@ func (c *recentCache) put(key, val []byte) {
 	if c.cur == nil || len(c.cur) >= recentEntries || c.curBytes >= recentBytes {
 		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, 1024), 0
 	}
-	c.cur[string(key)] = val // handed over (Store.Commit): not copied
+	c.cur[ownedString(key)] = val // key and value handed over (Store.Commit): not copied
 	c.curBytes += len(key) + len(val)
 }
 

@@ -146,6 +146,12 @@ type Task struct {
 // ID is the task's protocol id: "<run id>/<key>".
 func (t *Task) ID() string { return t.RunID + "/" + t.Key }
 
+// isID reports whether id is t.ID(), without building it.
+func (t *Task) isID(id string) bool {
+	return len(id) == len(t.RunID)+1+len(t.Key) && id[len(t.RunID)] == '/' &&
+		id[:len(t.RunID)] == t.RunID && id[len(t.RunID)+1:] == t.Key
+}
+
 // Leased reports whether a worker holds a lease on the task (a forward
 // attempt or a compensation).
 func (t *Task) Leased() bool {

@@ -16,6 +16,7 @@ type applyScratch struct {
 	events   []Event
 	caches   [4]cache // runs, taskCache, queues, breakers
 	scratch  []byte
+	keyBuf   []byte
 }
 
 // Bounds on what is kept: a batch far larger than usual (a restore's
@@ -43,6 +44,7 @@ func (sc *applyScratch) lend(a *applier) {
 	sc.caches = [4]cache{}
 	a.events, sc.events = sc.events[:0], nil
 	a.scratch, sc.scratch = sc.scratch[:0], nil
+	a.keyBuf, sc.keyBuf = sc.keyBuf[:0], nil
 }
 
 // takeBack keeps a's buffers for the next entry, emptied. Its events must
@@ -61,5 +63,8 @@ func (sc *applyScratch) takeBack(a *applier) {
 	}
 	if cap(a.scratch) <= scratchMaxEncoded {
 		sc.scratch = a.scratch[:0]
+	}
+	if cap(a.keyBuf) <= scratchMaxEncoded {
+		sc.keyBuf = a.keyBuf[:0]
 	}
 }

@@ -2,11 +2,13 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/tinylib/msgp/msgp"
 
@@ -43,6 +45,13 @@ func (a *applier) put(key []byte, v any) {
 	b, err := marshal(v)
 	must(err)
 	must(a.tx.Set(key, b))
+}
+
+// putFresh is put under a key built for this call (see setFresh).
+func (a *applier) putFresh(key []byte, v any) {
+	b, err := marshal(v)
+	must(err)
+	a.setFresh(key, b)
 }
 
 func (a *applier) del(key []byte) { must(a.tx.Delete(key)) }
@@ -99,7 +108,7 @@ func (c *cache) add(key []byte, v any, orig []byte) *cacheEntry {
 	}
 	c.slab = append(c.slab, cacheEntry{key: key, v: v, orig: orig})
 	e := &c.slab[len(c.slab)-1]
-	k := string(key) // one copy for the map and the order
+	k := ownedString(key) // the key is handed over: the map and the order share it
 	c.m[k] = e
 	c.order = append(c.order, k)
 	return e
@@ -138,7 +147,12 @@ func (c *cache) reset() {
 }
 
 // load returns the cached record for key, loading it from tx on first use.
-// It returns nil when the record does not exist.
+// It returns nil when the record does not exist. key is handed over (built
+// for this call, never modified after it): the cache keeps it.
+//
+// The stored bytes are kept as the entry's orig without a copy: a value
+// read is immutable and valid until the batch's view is released
+// (store.Reader), and caches are emptied after every entry.
 func load[T any](a *applier, c *cache, key []byte) *T {
 	if e, ok := c.get(key); ok {
 		if e.deleted || e.v == nil {
@@ -153,14 +167,43 @@ func load[T any](a *applier, c *cache, key []byte) *T {
 	}
 	var v T
 	must(unmarshal(raw, &v))
-	c.add(key, &v, bytes.Clone(raw))
+	c.add(key, &v, raw)
 	return &v
 }
 
-type modifiable interface{ setModifyIndex(uint64) }
+// loadTemp is load for a key in a buffer the caller reuses: a miss (a
+// submit looks up a run that does not exist yet) allocates nothing, a hit
+// copies the key for the cache.
+func loadTemp[T any](a *applier, c *cache, key []byte) *T {
+	raw, ok, err := a.tx.Get(key)
+	must(err)
+	if !ok {
+		return nil
+	}
+	var v T
+	must(unmarshal(raw, &v))
+	c.add(bytes.Clone(key), &v, raw)
+	return &v
+}
+
+// ownedString views a handed-over byte slice (a key built for one write or
+// cache entry, never modified afterwards) as a string without copying it.
+func ownedString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+type modifiable interface {
+	setModifyIndex(uint64)
+	modifyIndex() uint64
+}
 
 func (r *Run) setModifyIndex(i uint64)  { r.ModifyIndex = i }
 func (t *Task) setModifyIndex(i uint64) { t.ModifyIndex = i }
+func (r *Run) modifyIndex() uint64      { return r.ModifyIndex }
+func (t *Task) modifyIndex() uint64     { return t.ModifyIndex }
 
 // discard drops the caches unwritten (a failed Multi sub-command).
 func (a *applier) discard() {
@@ -250,9 +293,14 @@ func (a *applier) flush() {
 			}
 			switch {
 			case stamped:
+				old := m.modifyIndex()
 				m.setModifyIndex(a.index)
-				b, err = marshal(e.v)
-				must(err)
+				if nb, ok := restamp(e.v, b, old, a.index); ok {
+					b = nb
+				} else {
+					b, err = marshal(e.v)
+					must(err)
+				}
 			case scratch:
 				b = bytes.Clone(b)
 			}
@@ -279,7 +327,8 @@ func (a *applier) loadRun(id string) *Run {
 	if e, ok := a.runs.cached(pfxRun, id, "", ""); ok {
 		return live[Run](e)
 	}
-	return load[Run](a, &a.runs, runKey(id))
+	a.keyBuf = append(append(a.keyBuf[:0], pfxRun...), id...)
+	return loadTemp[Run](a, &a.runs, a.keyBuf)
 }
 
 func (a *applier) newRun(r *Run) { a.runs.add(runKey(r.ID), r, nil) }
@@ -324,21 +373,37 @@ func splitTaskID(id string) (run, key string, ok bool) {
 
 // runTasks loads every task of a run, in display order, through the cache.
 func (a *applier) runTasks(runID string) []*Task {
+	pfx := taskPrefix(runID)
 	var keys []string
-	must(a.tx.Scan(taskPrefix(runID), nil, false, func(k, _ []byte) bool {
-		keys = append(keys, string(k[len(taskPrefix(runID)):]))
+	must(a.tx.Scan(pfx, nil, false, func(k, _ []byte) bool {
+		keys = append(keys, string(k[len(pfx):]))
 		return true
 	}))
 	// Records created in this entry are in the cache but not yet in tx.
-	seen := map[string]bool{}
-	for _, k := range keys {
-		seen[k] = true
+	// A run's few keys are compared in place; a map for many.
+	var seen map[string]bool
+	if len(keys) > 16 {
+		seen = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			seen[k] = true
+		}
 	}
-	pfx := string(taskPrefix(runID))
 	for _, ck := range a.taskCache.order {
-		if len(ck) > len(pfx) && ck[:len(pfx)] == pfx && !seen[ck[len(pfx):]] {
-			keys = append(keys, ck[len(pfx):])
-			seen[ck[len(pfx):]] = true
+		if len(ck) <= len(pfx) || ck[:len(pfx)] != string(pfx) {
+			continue
+		}
+		k := ck[len(pfx):]
+		if seen != nil && seen[k] || seen == nil && slices.Contains(keys, k) {
+			continue
+		}
+		keys = append(keys, k)
+		if seen == nil && len(keys) > 16 {
+			seen = make(map[string]bool, len(keys))
+			for _, k := range keys {
+				seen[k] = true
+			}
+		} else if seen != nil {
+			seen[k] = true
 		}
 	}
 	out := make([]*Task, 0, len(keys))
@@ -352,7 +417,7 @@ func (a *applier) runTasks(runID string) []*Task {
 }
 
 func sortTasks(ts []*Task) {
-	sort.SliceStable(ts, func(i, j int) bool { return ts[i].Seq < ts[j].Seq })
+	slices.SortStableFunc(ts, func(x, y *Task) int { return cmp.Compare(x.Seq, y.Seq) })
 }
 
 func (a *applier) getSettings() *Settings {
@@ -406,6 +471,18 @@ func (a *applier) breaker(typ string) *Breaker {
 	return b
 }
 
+// storedBreaker is breaker for a caller with nothing to do on a fresh
+// (closed, unstored) breaker: nil instead of making one, so a type whose
+// breaker never changed costs no record (and its comparison encoding at
+// flush) on every completion.
+func (a *applier) storedBreaker(typ string) *Breaker {
+	if e, ok := a.breakers.cached(pfxBreaker, typ, "", ""); ok {
+		return live[Breaker](e)
+	}
+	a.keyBuf = append(append(a.keyBuf[:0], pfxBreaker...), typ...)
+	return loadTemp[Breaker](a, &a.breakers, a.keyBuf)
+}
+
 // nextSeq returns a number that orders things within this entry and after
 // every earlier entry: index<<20 | n.
 func (a *applier) nextSeq() uint64 {
@@ -428,7 +505,7 @@ func (a *applier) emit(ev Event) {
 // appliers of a Multi's sub-commands hand their events up).
 func (a *applier) writeEvents() {
 	if len(a.events) > 0 {
-		a.put(eventKey(a.index, uint32(len(a.events))), a.events)
+		a.putFresh(eventKey(a.index, uint32(len(a.events))), a.events)
 	}
 	c := a.getCounters()
 	w := a.getSettings().eventWindow()
@@ -479,10 +556,12 @@ func (a *applier) stepTask(r *Run, t *Task, edge string, extra func(*Event)) {
 		ev.Since, ev.Outcome = a.ended.claimedAt, a.ended.outcome
 		a.ended = endedAttempt{}
 	}
-	if extra != nil {
-		extra(&ev)
-	}
 	a.emit(ev)
+	if extra != nil {
+		// On the emitted copy: ev stays on the stack (extra sets fields
+		// emit does not).
+		extra(&a.events[len(a.events)-1])
+	}
 }
 
 // stepRun moves r along edge, updating indexes and counters, and emits the
@@ -512,7 +591,11 @@ func activeRun(s domain.RunState) bool {
 func (a *applier) setRunState(r *Run, to domain.RunState) {
 	from := r.State
 	if from != "" {
-		a.delFresh(runStateKey(string(from), r.ID))
+		// runStateKey in a reused buffer: a delete copies the key only
+		// when it leaves a tombstone (not for the pending key of a run
+		// admitted in the entry that created it).
+		a.keyBuf = append(append(append(append(a.keyBuf[:0], pfxRunState...), from...), '/'), r.ID...)
+		a.del(a.keyBuf)
 	}
 	r.State = to
 	if o, ok := a.tx.(*store.Overlay); ok && from == "" {
@@ -538,7 +621,7 @@ func (a *applier) setRunState(r *Run, to domain.RunState) {
 	}
 	if to.Done() {
 		r.FinishedAt = a.now
-		must(a.tx.Set(finishedKey(r.FinishedAt, r.ID), []byte{}))
+		a.setFresh(finishedKey(r.FinishedAt, r.ID), []byte{})
 	}
 	a.rearmRun(r)
 }
