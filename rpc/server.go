@@ -157,7 +157,7 @@ var ErrClosed = errors.New("rpc: connection closed")
 // safe for concurrent use.
 type Server struct {
 	methods  map[string]jrpc2.Handler
-	handlers map[string]Handler // the same, unwrapped (direct.go)
+	handlers map[string]directEntry // the same, unwrapped (direct.go)
 	noDirect bool               // tests: every line goes to jrpc2
 	names    []string
 	log      *slog.Logger
@@ -183,7 +183,7 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	s := &Server{
 		warm:      newWarm(),
 		methods:   make(map[string]jrpc2.Handler, len(methods)),
-		handlers:  make(map[string]Handler, len(methods)),
+		handlers:  make(map[string]directEntry, len(methods)),
 		log:       opts.Logger,
 		maxLine:   opts.MaxLine,
 		maxConc:   opts.MaxConcurrent,
@@ -213,7 +213,7 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	}
 	for name, h := range methods {
 		s.methods[name] = s.wrap(name, h)
-		s.handlers[name] = h
+		s.handlers[name] = directEntry{name: name, h: h}
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
@@ -430,7 +430,7 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	cs.sem = make(chan struct{}, s.maxConc)
 	cs.ch.onClose = cancel
 	if !s.noDirect {
-		cs.ch.direct = func(id json.RawMessage, method string, params json.RawMessage) bool {
+		cs.ch.direct = func(id json.RawMessage, method []byte, params json.RawMessage) bool {
 			return s.serveDirect(cs, id, method, params)
 		}
 	}
