@@ -158,7 +158,7 @@ var ErrClosed = errors.New("rpc: connection closed")
 type Server struct {
 	methods  map[string]jrpc2.Handler
 	handlers map[string]directEntry // the same, unwrapped (direct.go)
-	noDirect bool               // tests: every line goes to jrpc2
+	noDirect bool                   // tests: every line goes to jrpc2
 	names    []string
 	log      *slog.Logger
 	maxLine  int
