@@ -112,7 +112,9 @@ type Options struct {
 	// (default 64). Long polls (task.claim, run.wait) hold a slot each.
 	MaxConcurrent int
 	// WriteTimeout bounds one write to a client; a client that does not read
-	// for this long is disconnected (default 30s, negative: none).
+	// for this long is disconnected (default 30s, negative: none). The
+	// deadline is re-armed once per 1/16 of it, so a blocked write is cut
+	// off after between 15/16 of WriteTimeout and all of it.
 	WriteTimeout time.Duration
 
 	// Admit, if set, is called once per connection to identify the peer
