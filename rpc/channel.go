@@ -451,9 +451,13 @@ func (c *serverChannel) queue(replies int, parts ...[]byte) error {
 	return err
 }
 
-// moreOwed reports whether replies are owed beyond those queued (wmu
-// held): calls still running, whose replies may join this write.
+// moreOwed reports whether more messages may join this write (wmu held):
+// replies owed beyond those queued (calls still running), or a stream
+// pushing notifications (Spawn).
 func (c *serverChannel) moreOwed() bool {
+	if c.spawned.Load() > 0 {
+		return true
+	}
 	c.mu.Lock()
 	owed := c.expected - c.sent
 	c.mu.Unlock()
