@@ -56,6 +56,9 @@ func BenchmarkServerRoundTrip(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			srv := benchServe(b)
 			cl := newBenchClient(b, srv, c.line)
+			if cl == nil {
+				b.FailNow()
+			}
 			b.ReportAllocs()
 			cpu0 := processCPU(b)
 			for b.Loop() {
@@ -74,6 +77,9 @@ func BenchmarkServerRoundTrip(b *testing.B) {
 		cpu0 := processCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			cl := newBenchClient(b, srv, benchCompleteLine)
+			if cl == nil {
+				return
+			}
 			for pb.Next() {
 				cl.roundTrip(b)
 			}
