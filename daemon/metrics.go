@@ -8,6 +8,7 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gometrics "github.com/armon/go-metrics"
@@ -93,10 +94,16 @@ func newMetrics(a *Agent) *metrics {
 }
 
 // instrument wraps every handler with request counting and timing, and
-// logs a -32004 answered only after a long wait (slowCalls).
+// logs a -32004 answered only after a long wait (slowCalls). A method's
+// success counter and latency histogram are looked up in their vectors
+// once, at its first call (a lookup hashes the labels under a lock, and a
+// series appears only once it has a call, as before); only an error's
+// counter is looked up per call.
 func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Handler {
 	out := make(map[string]rpc.Handler, len(methods))
 	for name, h := range methods {
+		var okCount lazyMetric[prometheus.Counter]
+		var lat lazyMetric[prometheus.Observer]
 		out[name] = func(ctx context.Context, raw json.RawMessage) (any, error) {
 			t0 := time.Now()
 			res, err := h(ctx, raw)
@@ -110,8 +117,12 @@ func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Hand
 				}
 			}
 			took := time.Since(t0)
-			m.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
-			m.latency.WithLabelValues(name).Observe(took.Seconds())
+			if code == 0 {
+				okCount.get(func() prometheus.Counter { return m.requests.WithLabelValues(name, "0") }).Inc()
+			} else {
+				m.requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
+			}
+			lat.get(func() prometheus.Observer { return m.latency.WithLabelValues(name) }).Observe(took.Seconds())
 			if code == rpc.CodeUnavailable {
 				m.slow.unavailable(name, took, err)
 			}
@@ -119,6 +130,18 @@ func (m *metrics) instrument(methods map[string]rpc.Handler) map[string]rpc.Hand
 		}
 	}
 	return out
+}
+
+// lazyMetric is a series of a metric vector, looked up at its first use.
+type lazyMetric[T any] struct{ p atomic.Pointer[T] }
+
+func (l *lazyMetric[T]) get(lookup func() T) T {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	v := lookup() // racing first calls find the same series
+	l.p.Store(&v)
+	return v
 }
 
 // stateCollector reads raft and FSM state at scrape time.

@@ -177,13 +177,14 @@ type serverChannel struct {
 	// no write is in progress, becomes the writer and writes everything
 	// queued (its own message and those appended meanwhile) in one syscall
 	// per round. wmu guards wbuf, wreplies, writing and werr.
-	wmu      sync.Mutex
-	wbuf     []byte // messages waiting for the writer, each ending in '\n'
-	wspare   []byte // the writer's previous buffer, reused
-	wreplies int64  // responses in wbuf
-	writing  bool
-	coalesce bool  // yield once before writing (see write)
-	werr     error // the first write error; later sends fail with it
+	wmu       sync.Mutex
+	wbuf      []byte // messages waiting for the writer, each ending in '\n'
+	wspare    []byte // the writer's previous buffer, reused
+	wreplies  int64  // responses in wbuf
+	writing   bool
+	coalesce  bool      // yield once before writing (see write)
+	werr      error     // the first write error; later sends fail with it
+	wdeadline time.Time // the write deadline armed (the writer's; armWrite)
 
 	mu       sync.Mutex
 	expected int64 // replies owed for the lines handed to jrpc2
@@ -201,7 +202,7 @@ type serverChannel struct {
 
 	// direct serves a well-formed call without jrpc2 (direct.go); it
 	// reports false to leave the line to jrpc2. Set before the first Recv.
-	direct func(id json.RawMessage, method string, params json.RawMessage) bool
+	direct func(id json.RawMessage, method []byte, params json.RawMessage) bool
 	// onClose runs when the channel is closed (the server ends the
 	// connection's context: calls on the direct path stop at once, and a
 	// Recv waiting for a concurrency slot gives up). Set before the first
@@ -380,22 +381,35 @@ const maxSpareWrite = 64 << 10
 // another sender is already writing it. Replies count as sent once they
 // are on the connection.
 func (c *serverChannel) write(msg []byte, replies int) error {
+	return c.queue(replies, msg)
+}
+
+// queue is write for a message given in parts (concatenated, then '\n'):
+// a direct reply is appended to the queue around its encoded result, with
+// no message assembled first.
+func (c *serverChannel) queue(replies int, parts ...[]byte) error {
 	c.wmu.Lock()
 	if c.werr != nil {
 		err := c.werr
 		c.wmu.Unlock()
 		return err
 	}
-	c.wbuf = append(append(c.wbuf, msg...), '\n')
+	for _, p := range parts {
+		c.wbuf = append(c.wbuf, p...)
+	}
+	c.wbuf = append(c.wbuf, '\n')
 	c.wreplies += int64(replies)
 	if c.writing {
 		c.wmu.Unlock()
 		return nil
 	}
 	c.writing = true
-	if c.coalesce {
+	if c.coalesce && c.moreOwed() {
 		// Let the other handlers that the same commit woke append their
 		// replies first: one write (and one TLS record) for all of them.
+		// Only when another reply is owed: a connection with one call in
+		// flight (a worker, a producer) has nothing to wait for, and the
+		// yield is a pass through the scheduler per reply.
 		c.wmu.Unlock()
 		runtime.Gosched()
 		c.wmu.Lock()
@@ -405,9 +419,7 @@ func (c *serverChannel) write(msg []byte, replies int) error {
 		buf, n := c.wbuf, c.wreplies
 		c.wbuf, c.wreplies = c.wspare[:0], 0
 		c.wmu.Unlock()
-		if c.writeTimeout > 0 {
-			_ = c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-		}
+		c.armWrite()
 		_, err = c.conn.Write(buf)
 		c.mu.Lock()
 		if err != nil {
@@ -438,6 +450,38 @@ func (c *serverChannel) write(msg []byte, replies int) error {
 	}
 	return err
 }
+
+// moreOwed reports whether more messages may join this write (wmu held):
+// replies owed beyond those queued (calls still running), or a stream
+// pushing notifications (Spawn).
+func (c *serverChannel) moreOwed() bool {
+	if c.spawned.Load() > 0 {
+		return true
+	}
+	c.mu.Lock()
+	owed := c.expected - c.sent
+	c.mu.Unlock()
+	return owed > c.wreplies
+}
+
+// armWrite arms the write deadline before a write (the writer only). The
+// deadline is moved only when less than writeRearm of the timeout is left
+// (the timer is not touched on every write), so a write that blocks ends
+// after between 15/16 of the timeout and the whole of it.
+func (c *serverChannel) armWrite() {
+	if c.writeTimeout <= 0 {
+		return
+	}
+	now := time.Now()
+	if !c.wdeadline.IsZero() && c.wdeadline.Sub(now) >= c.writeTimeout-c.writeTimeout/writeRearm {
+		return
+	}
+	c.wdeadline = now.Add(c.writeTimeout)
+	_ = c.conn.SetWriteDeadline(c.wdeadline)
+}
+
+// writeRearm: the write deadline moves once 1/writeRearm of it has passed.
+const writeRearm = 16
 
 // writeError writes an error response with id null directly on the
 // connection (for lines that never reach jrpc2).

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"sync"
+	"unsafe"
 
 	gojson "github.com/goccy/go-json"
 
@@ -33,7 +35,7 @@ import (
 // direct path may serve: exactly the members jsonrpc ("2.0"), id (a string
 // or number), method (a string without escapes) and optionally params
 // (null, an object or an array).
-func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method string, params json.RawMessage, ok bool) {
+func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method []byte, params json.RawMessage, ok bool) {
 	v, okV := obj["jsonrpc"]
 	id, okID := obj["id"]
 	m, okM := obj["method"]
@@ -43,7 +45,7 @@ func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method stri
 		n++
 	}
 	if !okV || !okID || !okM || len(obj) != n {
-		return nil, "", nil, false
+		return nil, nil, nil, false
 	}
 	return directMembers(v, id, m, p, okP)
 }
@@ -51,31 +53,39 @@ func directCall(obj map[string]json.RawMessage) (id json.RawMessage, method stri
 // directMembers applies directCall's rules to a call's members (as found
 // in a map or by scanCall): version "2.0", id a string or number, method a
 // string without escapes, params (if present) null, an object or an array.
-func directMembers(version, id, m, p json.RawMessage, hasParams bool) (json.RawMessage, string, json.RawMessage, bool) {
+// The method is its name's bytes (a slice of m: no string is made for a
+// line, the server looks the name up as it is).
+func directMembers(version, id, m, p json.RawMessage, hasParams bool) (json.RawMessage, []byte, json.RawMessage, bool) {
 	if string(version) != `"2.0"` {
-		return nil, "", nil, false
+		return nil, nil, nil, false
 	}
 	if len(id) == 0 || !(id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')) {
-		return nil, "", nil, false // null (a notification) or not an id
+		return nil, nil, nil, false // null (a notification) or not an id
 	}
 	if len(m) < 3 || m[0] != '"' || m[len(m)-1] != '"' || bytes.IndexByte(m, '\\') >= 0 {
-		return nil, "", nil, false
+		return nil, nil, nil, false
 	}
 	var params json.RawMessage
 	if hasParams && !isNullJSON(p) {
 		if p[0] != '{' && p[0] != '[' {
-			return nil, "", nil, false
+			return nil, nil, nil, false
 		}
 		params = p
 	}
-	return id, string(m[1 : len(m)-1]), params, true
+	return id, m[1 : len(m)-1], params, true
 }
 
 // serveDirect serves one call of cs without jrpc2, or reports false to
 // leave it to jrpc2 (a method this server does not have). It returns once
 // the call holds a concurrency slot; the call runs on a warm goroutine.
-func (s *Server) serveDirect(cs *connState, id json.RawMessage, method string, params json.RawMessage) bool {
-	h, ok := s.handlers[method]
+//
+// A call costs no allocation of its own here: the method's name is the
+// table's string (looked up by the line's bytes), the id's in-flight key
+// is the id's bytes in the request line (which nothing reuses, see
+// scanCall, and which outlives the key), and the call's state is a pooled
+// directJob handed to the warm goroutine.
+func (s *Server) serveDirect(cs *connState, id json.RawMessage, method []byte, params json.RawMessage) bool {
+	e, ok := s.handlers[string(method)]
 	if !ok {
 		return false
 	}
@@ -85,12 +95,12 @@ func (s *Server) serveDirect(cs *connState, id json.RawMessage, method string, p
 		return true // the connection is gone: nobody to answer
 	}
 	cs.ch.owe(1)
-	key := string(id)
+	key := unsafe.String(unsafe.SliceData(id), len(id)) // id is never empty
 	cs.idMu.Lock()
 	if _, dup := cs.inflight[key]; dup {
 		cs.idMu.Unlock()
 		<-cs.sem
-		cs.ch.reply(id, nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID", Data: mustJSON(key)})
+		cs.ch.reply(id, nil, &jrpc2.Error{Code: jrpc2.InvalidRequest, Message: "duplicate request ID", Data: mustJSON(string(id))})
 		return true
 	}
 	if cs.inflight == nil {
@@ -99,39 +109,67 @@ func (s *Server) serveDirect(cs *connState, id json.RawMessage, method string, p
 	cs.inflight[key] = struct{}{}
 	cs.idMu.Unlock()
 	cs.direct.Add(1)
-	s.warm.start(func() {
-		defer cs.direct.Done()
-		ctx, cancel := context.WithCancel(cs.ctx)
-		res, werr := s.call(ctx, cs, method, h, params)
-		cancel()
-		cs.idMu.Lock()
-		delete(cs.inflight, key)
-		cs.idMu.Unlock()
-		<-cs.sem
-		cs.ch.reply(id, res, werr)
-	})
+	j := directJobs.Get().(*directJob)
+	*j = directJob{s: s, cs: cs, id: id, key: key, method: e.name, h: e.h, params: params}
+	s.warm.start(j)
 	return true
 }
 
-// reply writes the response to call id: its encoded result, or werr.
-func (c *serverChannel) reply(id, res json.RawMessage, werr *jrpc2.Error) {
-	var msg []byte
-	if werr == nil {
-		msg = make([]byte, 0, len(`{"jsonrpc":"2.0","id":,"result":}`)+len(id)+len(res))
-		msg = append(msg, `{"jsonrpc":"2.0","id":`...)
-		msg = append(msg, id...)
-		msg = append(msg, `,"result":`...)
-		msg = append(msg, res...)
-		msg = append(msg, '}')
-	} else {
-		msg, _ = gojson.Marshal(struct {
-			V  string          `json:"jsonrpc"`
-			ID json.RawMessage `json:"id"`
-			E  *jrpc2.Error    `json:"error"`
-		}{"2.0", id, werr})
-	}
-	_ = c.write(msg, 1) // a failed write closes the connection
+// directEntry is a method of the direct path: its name (the table's own
+// string) and handler.
+type directEntry struct {
+	name string
+	h    Handler
 }
+
+// directJob is one call on the direct path, run by a warm goroutine.
+type directJob struct {
+	s      *Server
+	cs     *connState
+	id     json.RawMessage
+	key    string // id as the in-flight key
+	method string
+	h      Handler
+	params json.RawMessage
+}
+
+var directJobs = sync.Pool{New: func() any { return new(directJob) }}
+
+func (j *directJob) run() {
+	s, cs, id, key, method, h, params := j.s, j.cs, j.id, j.key, j.method, j.h, j.params
+	*j = directJob{}
+	directJobs.Put(j)
+	defer cs.direct.Done()
+	ctx, cancel := context.WithCancel(cs.ctx)
+	res, werr := s.call(ctx, cs, method, h, params)
+	cancel()
+	cs.idMu.Lock()
+	delete(cs.inflight, key)
+	cs.idMu.Unlock()
+	<-cs.sem
+	cs.ch.reply(id, res, werr)
+}
+
+// reply writes the response to call id: its encoded result, or werr. A
+// result is queued as it is, between the response's head and tail.
+func (c *serverChannel) reply(id, res json.RawMessage, werr *jrpc2.Error) {
+	if werr == nil {
+		_ = c.queue(1, replyHead, id, replyMid, res, replyTail) // a failed write closes the connection
+		return
+	}
+	msg, _ := gojson.Marshal(struct {
+		V  string          `json:"jsonrpc"`
+		ID json.RawMessage `json:"id"`
+		E  *jrpc2.Error    `json:"error"`
+	}{"2.0", id, werr})
+	_ = c.write(msg, 1)
+}
+
+var (
+	replyHead = []byte(`{"jsonrpc":"2.0","id":`)
+	replyMid  = []byte(`,"result":`)
+	replyTail = []byte(`}`)
+)
 
 // owe records n replies owed for a line not handed to jrpc2.
 func (c *serverChannel) owe(n int64) {

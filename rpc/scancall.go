@@ -21,14 +21,14 @@ import (
 //
 // id and params are slices of line: a request line is a buffer of its own
 // (lineReader), never reused.
-func scanCall(line []byte) (id json.RawMessage, method string, params json.RawMessage, ok bool) {
+func scanCall(line []byte) (id json.RawMessage, method []byte, params json.RawMessage, ok bool) {
 	if !gojson.Valid(line) { // the scan below assumes valid JSON
-		return nil, "", nil, false
+		return nil, nil, nil, false
 	}
 	s := dupScan{b: line}
 	s.ws()
 	if s.i >= len(line) || line[s.i] != '{' {
-		return nil, "", nil, false
+		return nil, nil, nil, false
 	}
 	s.i++
 	var version, m []byte
@@ -44,7 +44,7 @@ func scanCall(line []byte) (id json.RawMessage, method string, params json.RawMe
 		}
 		k := s.str(true)
 		if !k.plain { // an escaped name is not one of ours spelled plainly
-			return nil, "", nil, false
+			return nil, nil, nil, false
 		}
 		s.ws()
 		s.i++ // the ':'
@@ -52,7 +52,7 @@ func scanCall(line []byte) (id json.RawMessage, method string, params json.RawMe
 		start := s.i
 		s.value(1)
 		if s.stop() { // a duplicate inside a value: the map's way
-			return nil, "", nil, false
+			return nil, nil, nil, false
 		}
 		v := line[start:s.i]
 		dup := false
@@ -66,14 +66,14 @@ func scanCall(line []byte) (id json.RawMessage, method string, params json.RawMe
 		case "params":
 			dup, hasParams, params = hasParams, true, v
 		default:
-			return nil, "", nil, false
+			return nil, nil, nil, false
 		}
 		if dup {
-			return nil, "", nil, false
+			return nil, nil, nil, false
 		}
 	}
 	if version == nil || id == nil || m == nil {
-		return nil, "", nil, false
+		return nil, nil, nil, false
 	}
 	return directMembers(version, id, m, params, hasParams)
 }

@@ -50,7 +50,7 @@ func checkScanCall(t *testing.T, line []byte) {
 	if !wok {
 		t.Fatalf("scanCall accepted %q, which directCall refuses", line)
 	}
-	if !bytes.Equal(id, wid) || method != wmethod || !bytes.Equal(params, wparams) {
+	if !bytes.Equal(id, wid) || !bytes.Equal(method, wmethod) || !bytes.Equal(params, wparams) {
 		t.Fatalf("%q: scanCall read id %q method %q params %q; directCall %q %q %q", line, id, method, params, wid, wmethod, wparams)
 	}
 }

@@ -119,7 +119,9 @@ type Options struct {
 	// (default 64). Long polls (task.claim, run.wait) hold a slot each.
 	MaxConcurrent int
 	// WriteTimeout bounds one write to a client; a client that does not read
-	// for this long is disconnected (default 30s, negative: none).
+	// for this long is disconnected (default 30s, negative: none). The
+	// deadline is re-armed once per 1/16 of it, so a blocked write is cut
+	// off after between 15/16 of WriteTimeout and all of it.
 	WriteTimeout time.Duration
 
 	// Admit, if set, is called once per connection to identify the peer
@@ -164,8 +166,8 @@ var ErrClosed = errors.New("rpc: connection closed")
 // safe for concurrent use.
 type Server struct {
 	methods  map[string]jrpc2.Handler
-	handlers map[string]Handler // the same, unwrapped (direct.go)
-	noDirect bool               // tests: every line goes to jrpc2
+	handlers map[string]directEntry // the same, unwrapped (direct.go)
+	noDirect bool                   // tests: every line goes to jrpc2
 	names    []string
 	log      *slog.Logger
 	maxLine  int
@@ -190,7 +192,7 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	s := &Server{
 		warm:      newWarm(),
 		methods:   make(map[string]jrpc2.Handler, len(methods)),
-		handlers:  make(map[string]Handler, len(methods)),
+		handlers:  make(map[string]directEntry, len(methods)),
 		log:       opts.Logger,
 		maxLine:   opts.MaxLine,
 		maxConc:   opts.MaxConcurrent,
@@ -220,7 +222,7 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	}
 	for name, h := range methods {
 		s.methods[name] = s.wrap(name, h)
-		s.handlers[name] = h
+		s.handlers[name] = directEntry{name: name, h: h}
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
@@ -443,7 +445,7 @@ func (s *Server) ServeConn(ctx context.Context, nc net.Conn) error {
 	cs.sem = make(chan struct{}, s.maxConc)
 	cs.ch.onClose = cancel
 	if !s.noDirect {
-		cs.ch.direct = func(id json.RawMessage, method string, params json.RawMessage) bool {
+		cs.ch.direct = func(id json.RawMessage, method []byte, params json.RawMessage) bool {
 			return s.serveDirect(cs, id, method, params)
 		}
 	}

@@ -11,42 +11,51 @@ import "time"
 // hand-off). Goroutines are started on demand, so there are never more than
 // requests in progress, and one idle for warmIdle exits.
 type warm struct {
-	work chan func()
+	work chan job
 }
+
+// job is work for a warm goroutine: a directJob, or a function (funcJob).
+// An interface, not a func: a pooled directJob is handed over without a
+// closure allocated per call.
+type job interface{ run() }
+
+type funcJob func()
+
+func (f funcJob) run() { f() }
 
 const warmIdle = 10 * time.Second
 
-func newWarm() *warm { return &warm{work: make(chan func())} }
+func newWarm() *warm { return &warm{work: make(chan job)} }
 
 // do runs f on a warm goroutine and returns when f has returned.
 func (w *warm) do(f func()) {
 	done := make(chan struct{})
-	job := func() { defer close(done); f() }
+	j := funcJob(func() { defer close(done); f() })
 	select {
-	case w.work <- job: // an idle warm goroutine took it
+	case w.work <- j: // an idle warm goroutine took it
 	default:
-		go w.loop(job)
+		go w.loop(j)
 	}
 	<-done
 }
 
-// start runs f on a warm goroutine and returns at once.
-func (w *warm) start(f func()) {
+// start runs j on a warm goroutine and returns at once.
+func (w *warm) start(j job) {
 	select {
-	case w.work <- f:
+	case w.work <- j:
 	default:
-		go w.loop(f)
+		go w.loop(j)
 	}
 }
 
-func (w *warm) loop(job func()) {
+func (w *warm) loop(j job) {
 	idle := time.NewTimer(warmIdle)
 	defer idle.Stop()
 	for {
-		job()
+		j.run()
 		idle.Reset(warmIdle)
 		select {
-		case job = <-w.work:
+		case j = <-w.work:
 		case <-idle.C:
 			return
 		}
