@@ -107,15 +107,10 @@ func (a *applier) checkSince(cmd Command) error {
 
 // ActiveVersion returns the cluster's active state-machine version as this
 // node has applied it.
-func (f *FSM) ActiveVersion() Version {
-	var v Version = V1
-	_ = f.View(func(r Reader) error {
-		var err error
-		v, err = readVersion(r)
-		return err
-	})
-	return v
-}
+//
+// It is read from memory: the version as of the last commit, restore or
+// open.
+func (f *FSM) ActiveVersion() Version { return Version(f.version.Load()) }
 
 // CheckVersion returns a *VersionError when this binary cannot serve the
 // state as stored (an agent started on a newer cluster's data, or a

@@ -55,6 +55,9 @@ type FSM struct {
 
 	applied atomic.Uint64
 	now     atomic.Int64 // the FSM clock as of the last commit (Now)
+	// version is the active state-machine version as of the last commit
+	// (ActiveVersion, asked by every write handler, takes no store view).
+	version atomic.Uint32
 	// OnFatal is called when the local store cannot write. The node must
 	// stop rather than diverge; the default panics.
 	OnFatal func(error)
@@ -118,9 +121,10 @@ func (f *FSM) readApplied() (uint64, error) {
 	return getU64(v), err
 }
 
-// loadNow reads the FSM clock from the store into f.now (kept there so
-// that Now, asked by the dispatcher after every commit and by every claim,
-// takes no store view).
+// loadNow reads the FSM clock and the active version from the store into
+// f.now and f.version (kept there so that Now, asked by the dispatcher after
+// every commit and by every claim, and ActiveVersion, asked by every write,
+// take no store view).
 func (f *FSM) loadNow() error {
 	r, release, err := f.store.View()
 	if err != nil {
@@ -128,7 +132,12 @@ func (f *FSM) loadNow() error {
 	}
 	defer release()
 	v, _, err := r.Get(keyNow)
+	if err != nil {
+		return err
+	}
 	f.now.Store(int64(getU64(v)))
+	ver, err := readVersion(r)
+	f.version.Store(uint32(ver))
 	return err
 }
 
@@ -278,6 +287,9 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	}
 	if v, _, err := batch.Get(keyNow); err == nil {
 		f.now.Store(int64(getU64(v)))
+	}
+	if v, err := readVersion(batch); err == nil {
+		f.version.Store(uint32(v))
 	}
 	sc.recycle(append(closed, batch)...)
 	f.applied.Store(last)
