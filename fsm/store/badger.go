@@ -188,9 +188,9 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		// Tables are built on every memtable flush; snappy there cost more
 		// CPU than the disk it saves (records are small JSON).
 		WithCompression(options.None).
-		// Each compactor wakes every 50 ms even when idle; two (the fewest
-		// badger accepts) keep up with the queue workload and halve the
-		// idle wake-ups.
+		// Each compactor wakes every 50 ms, work or not; two (the fewest
+		// badger accepts) keep up with the queue workload, and they are
+		// stopped while the store is idle (compact.go).
 		WithNumCompactors(2).
 		// Verify block checksums on every read and table checksums before
 		// a table is opened: a damaged SST is an error (the node stops at
