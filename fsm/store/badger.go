@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -36,6 +37,8 @@ type BadgerStore struct {
 	// writing tracks the commits handed to badger's writer and not yet
 	// written (Commit does not wait for them).
 	writing inflight
+	// compact stops badger's compactors while the store is idle.
+	compact *compactGate
 }
 
 // inflight tracks commits in flight by sequence number, so settle waits
@@ -155,6 +158,12 @@ type BadgerOptions struct {
 	// that TxnLimits' byte limit is at least this; 0 keeps badger's
 	// default memtable.
 	MaxTxnBytes int
+	// CompactorIdle is how long the store goes without a commit, with
+	// nothing to compact, before badger's compactors stop until the next
+	// commit (compact.go); 0 is DefaultCompactorIdle, negative never.
+	CompactorIdle time.Duration
+	// compactChanged, if set (tests), is told every stop and start.
+	compactChanged func(stopped bool)
 }
 
 // OpenBadger opens (or creates) a badger store in dir.
@@ -179,9 +188,9 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		// Tables are built on every memtable flush; snappy there cost more
 		// CPU than the disk it saves (records are small JSON).
 		WithCompression(options.None).
-		// Each compactor wakes every 50 ms even when idle; two (the fewest
-		// badger accepts) keep up with the queue workload and halve the
-		// idle wake-ups.
+		// Each compactor wakes every 50 ms, work or not; two (the fewest
+		// badger accepts) keep up with the queue workload, and they are
+		// stopped while the store is idle (compact.go).
 		WithNumCompactors(2).
 		// Verify block checksums on every read and table checksums before
 		// a table is opened: a damaged SST is an error (the node stops at
@@ -212,9 +221,13 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 		return nil, &StorageError{Op: "open " + dir, Err: fmt.Errorf("%s", strings.Join(openErrs, "; "))}
 	}
 	maxBytes := 15 * opts.MemTableSize / 100 // badger: opt.maxBatchSize
+	idle := o.CompactorIdle
+	if idle == 0 {
+		idle = DefaultCompactorIdle
+	}
 	return &BadgerStore{db: db, txnBytes: int(txnBytesOf(opts.MemTableSize)),
 		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10, fault: fault,
-		completionKey: bytes.Clone(o.CompletionKey)}, nil
+		completionKey: bytes.Clone(o.CompletionKey), compact: newCompactGate(db, idle, o.compactChanged)}, nil
 }
 
 // View implements Store.
@@ -237,6 +250,7 @@ func (b *BadgerStore) Commit(batches [][]Write) error {
 	if err := b.writing.failed(); err != nil {
 		return err
 	}
+	b.compact.committed()
 	for _, batch := range batches {
 		txn := b.db.NewTransaction(true)
 		for _, w := range batch {
@@ -276,6 +290,14 @@ func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) erro
 	if err := b.writing.settle(); err != nil {
 		return err
 	}
+	if err := b.compact.exclusive(func() error { return b.replace(load) }); err != nil {
+		return err
+	}
+	return b.Sync()
+}
+
+// replace is Replace with the compactors running (compactGate.exclusive).
+func (b *BadgerStore) replace(load func(put func(k, v []byte) error) error) error {
 	if err := b.db.DropAll(); err != nil {
 		return fmt.Errorf("badger drop: %w", err)
 	}
@@ -296,11 +318,9 @@ func (b *BadgerStore) Replace(load func(put func(k, v []byte) error) error) erro
 		return fmt.Errorf("badger load: %w", err)
 	}
 	if len(last) > 0 {
-		if err := b.Commit([][]Write{last}); err != nil {
-			return err
-		}
+		return b.Commit([][]Write{last})
 	}
-	return b.Sync()
+	return nil
 }
 
 // Sync implements Store: the commits handed to badger are written first.
@@ -314,6 +334,7 @@ func (b *BadgerStore) Sync() error {
 // Close implements Store, once the commits handed to badger are written.
 func (b *BadgerStore) Close() error {
 	_ = b.writing.settle() // a failed write was reported when it failed
+	b.compact.close()
 	return b.db.Close()
 }
 
