@@ -160,21 +160,19 @@ func load[T any](a *applier, c *cache, key []byte) *T {
 		}
 		return e.v.(*T)
 	}
-	raw, ok, err := a.tx.Get(key)
-	must(err)
-	if !ok {
-		return nil
-	}
-	var v T
-	must(unmarshal(raw, &v))
-	c.add(key, &v, raw)
-	return &v
+	return loadStored[T](a, c, key, true)
 }
 
 // loadTemp is load for a key in a buffer the caller reuses: a miss (a
 // submit looks up a run that does not exist yet) allocates nothing, a hit
 // copies the key for the cache.
 func loadTemp[T any](a *applier, c *cache, key []byte) *T {
+	return loadStored[T](a, c, key, false)
+}
+
+// loadStored reads and decodes a record that is not cached and caches it
+// (under key itself if owned, else a copy).
+func loadStored[T any](a *applier, c *cache, key []byte, owned bool) *T {
 	raw, ok, err := a.tx.Get(key)
 	must(err)
 	if !ok {
@@ -182,7 +180,10 @@ func loadTemp[T any](a *applier, c *cache, key []byte) *T {
 	}
 	var v T
 	must(unmarshal(raw, &v))
-	c.add(bytes.Clone(key), &v, raw)
+	if !owned {
+		key = bytes.Clone(key)
+	}
+	c.add(key, &v, raw)
 	return &v
 }
 

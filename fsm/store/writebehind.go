@@ -95,21 +95,7 @@ func writeSize(w Write) int { return len(w.Key) + len(w.Val) + 16 }
 func (w *WriteBehind) TxnLimits() (bytes, writes int) { return w.maxBytes, w.maxWrites }
 
 // View implements Store.
-func (w *WriteBehind) View() (Reader, func(), error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	r, release, err := w.inner.View()
-	if err != nil {
-		return nil, nil, err
-	}
-	if w.pending.Len() == 0 {
-		return r, release, nil
-	}
-	if w.snap == nil {
-		w.snap = w.pending.Clone()
-	}
-	return &Overlay{base: r, items: w.snap}, release, nil
-}
+func (w *WriteBehind) View() (Reader, func(), error) { return w.view(false) }
 
 // ApplyView is View for the store's single writer: the pending writes are
 // read in place, not through a clone. That is consistent because only the
@@ -117,21 +103,28 @@ func (w *WriteBehind) View() (Reader, func(), error) {
 // timer writes out meanwhile is replaced, not changed, so the reader goes
 // on reading the window and the inner view it was taken with. It must not
 // be used by anyone else, nor after the writer's next ApplyView.
-func (w *WriteBehind) ApplyView() (Reader, func(), error) {
+func (w *WriteBehind) ApplyView() (Reader, func(), error) { return w.view(true) }
+
+// view takes the inner view and the window under one lock: the window in
+// place (inPlace, for the writer) or the shared clone.
+func (w *WriteBehind) view(inPlace bool) (Reader, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r, release, err := w.inner.View()
-	if err != nil {
-		return nil, nil, err
+	if err != nil || w.pending.Len() == 0 {
+		return r, release, err
 	}
-	if w.pending.Len() == 0 {
-		return r, release, nil
+	if inPlace {
+		if w.applyView == nil {
+			w.applyView = &Overlay{}
+		}
+		w.applyView.base, w.applyView.items = r, w.pending
+		return w.applyView, release, nil
 	}
-	if w.applyView == nil {
-		w.applyView = &Overlay{}
+	if w.snap == nil {
+		w.snap = w.pending.Clone()
 	}
-	w.applyView.base, w.applyView.items = r, w.pending
-	return w.applyView, release, nil
+	return &Overlay{base: r, items: w.snap}, release, nil
 }
 
 // Commit implements Store: the batches join the window (each keeps its
