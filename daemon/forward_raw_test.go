@@ -29,6 +29,12 @@ func recordingLeader(t testing.TB, answer func(env forwardEnvelope[json.RawMessa
 		}
 		return answer(env)
 	}}, rpc.Options{Logger: slog.New(slog.DiscardHandler)})
+	return serveTCP(t, srv), got
+}
+
+// serveTCP serves srv on a loopback port until the test ends.
+func serveTCP(t testing.TB, srv *rpc.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -36,21 +42,14 @@ func recordingLeader(t testing.TB, answer func(env forwardEnvelope[json.RawMessa
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx, ln)
 	t.Cleanup(func() { cancel(); srv.Close() })
-	return ln.Addr().String(), got
+	return ln.Addr().String()
 }
 
 // serveClient serves h as method on a client socket of its own and dials it.
 func serveClient(t testing.TB, method string, h rpc.Handler) *rpc.Conn {
 	t.Helper()
 	srv := rpc.NewServer(map[string]rpc.Handler{method: h}, rpc.Options{Logger: slog.New(slog.DiscardHandler)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go srv.Serve(ctx, ln)
-	t.Cleanup(func() { cancel(); srv.Close() })
-	c, err := rpc.Dial(context.Background(), "tcp://"+ln.Addr().String(), rpc.ConnOptions{})
+	c, err := rpc.Dial(context.Background(), "tcp://"+serveTCP(t, srv), rpc.ConnOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
