@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -39,6 +40,60 @@ type BadgerStore struct {
 	writing inflight
 	// compact stops badger's compactors while the store is idle.
 	compact *compactGate
+	// views counts the read views not yet released, so Close waits for
+	// them: badger panics on a read of a closed database.
+	views openViews
+}
+
+// openViews counts open read views; once closed it refuses new ones.
+type openViews struct {
+	mu      sync.Mutex
+	open    int
+	closed  bool
+	drained chan struct{} // closed when closed and no view is open
+}
+
+// ErrStoreClosed is returned by View once the store is closing.
+var ErrStoreClosed = errors.New("state store is closed (the agent is stopping)")
+
+func (v *openViews) acquire() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return ErrStoreClosed
+	}
+	v.open++
+	return nil
+}
+
+func (v *openViews) release() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.open--; v.open == 0 && v.closed {
+		close(v.drained)
+	}
+}
+
+// closeAndWait refuses new views and waits for the open ones, at most
+// wait (a view never released must not stop the agent from stopping).
+func (v *openViews) closeAndWait(wait time.Duration) {
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return
+	}
+	v.closed = true
+	v.drained = make(chan struct{})
+	if v.open == 0 {
+		close(v.drained)
+	}
+	v.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-v.drained:
+	case <-t.C:
+	}
 }
 
 // inflight tracks commits in flight by sequence number, so settle waits
@@ -232,8 +287,17 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 
 // View implements Store.
 func (b *BadgerStore) View() (Reader, func(), error) {
+	if err := b.views.acquire(); err != nil {
+		return nil, nil, err
+	}
 	txn := b.db.NewTransaction(false)
-	return badgerReader{txn, b.fault}, txn.Discard, nil
+	var once sync.Once
+	return badgerReader{txn, b.fault}, func() {
+		once.Do(func() {
+			txn.Discard()
+			b.views.release()
+		})
+	}, nil
 }
 
 // Commit implements Store. It hands each transaction to badger's writer
@@ -333,10 +397,14 @@ func (b *BadgerStore) Sync() error {
 
 // Close implements Store, once the commits handed to badger are written.
 func (b *BadgerStore) Close() error {
+	b.views.closeAndWait(closeViewWait)
 	_ = b.writing.settle() // a failed write was reported when it failed
 	b.compact.close()
 	return b.db.Close()
 }
+
+// closeViewWait bounds how long Close waits for open read views.
+const closeViewWait = 5 * time.Second
 
 type badgerReader struct {
 	txn   *badger.Txn

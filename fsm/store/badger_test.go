@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -242,5 +243,46 @@ func TestBadgerTxnLimitsTakeMaxTxnBytes(t *testing.T) {
 		if need <= 8<<20 && got != int(txnBytesOf(defaultMemTableSize)) {
 			t.Errorf("MaxTxnBytes %d: TxnLimits %d, want the default memtable's %d", need, got, txnBytesOf(defaultMemTableSize))
 		}
+	}
+}
+
+// A view taken before Close holds it until released, and a view asked for
+// after it is refused with an error: badger panics on a read of a closed
+// database, and an agent's loops may still read while it stops.
+func TestBadgerCloseWaitsForOpenViewsAndRefusesNewOnes(t *testing.T) {
+	b, err := OpenBadger(t.TempDir(), BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit([][]Write{{{Key: []byte("k/1"), Val: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, release, err := b.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	for closing := false; !closing; runtime.Gosched() { // Close has begun
+		b.views.mu.Lock()
+		closing = b.views.closed
+		b.views.mu.Unlock()
+	}
+	// Close cannot finish while the view is open: it is still readable.
+	n := 0
+	if err := r.Scan([]byte("k/"), nil, false, func(k, v []byte) bool { n++; return true }); err != nil || n != 1 {
+		t.Fatalf("scan of an open view while closing: %d keys, %v", n, err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a view was open", err)
+	default:
+	}
+	release()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.View(); !errors.Is(err, ErrStoreClosed) {
+		t.Fatalf("View after Close = %v, want ErrStoreClosed", err)
 	}
 }
