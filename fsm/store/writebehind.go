@@ -150,7 +150,7 @@ func (w *WriteBehind) Commit(batches [][]Write) error {
 		for _, x := range b {
 			prev, had := w.pending.ReplaceOrInsert(item{key: x.Key, val: x.Val})
 			if had {
-				w.size -= len(prev.key) + len(prev.val) + 16
+				w.size -= writeSize(Write{Key: prev.key, Val: prev.val})
 			}
 			w.size += writeSize(x)
 		}
@@ -238,13 +238,6 @@ func (w *WriteBehind) Flush() error {
 	return w.flushLocked()
 }
 
-// Pending reports how many keys wait in memory.
-func (w *WriteBehind) Pending() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.pending.Len()
-}
-
 // Sync implements Store: the window is written out, then the store under
 // it synced.
 func (w *WriteBehind) Sync() error {
@@ -293,18 +286,4 @@ func (w *WriteBehind) Close() error {
 		err = cerr
 	}
 	return err
-}
-
-// MayHavePrefix implements PrefixProber over the window and the store under it.
-func (w *WriteBehind) MayHavePrefix(prefix []byte) bool {
-	w.mu.Lock()
-	hit := firstWithPrefix(w.pending, prefix)
-	w.mu.Unlock()
-	if hit {
-		return true
-	}
-	if p, ok := w.inner.(PrefixProber); ok {
-		return p.MayHavePrefix(prefix)
-	}
-	return true
 }
