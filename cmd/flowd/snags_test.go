@@ -25,7 +25,7 @@ func TestDevPortClashSuggestsBasePort(t *testing.T) {
 		args []string
 		flag string
 	}{
-		{[]string{"--base-port", fmt.Sprint(port - 1), "--http-base-port", "0"}, "--base-port"},
+		{[]string{"--base-port", fmt.Sprint(port), "--http-base-port", "0"}, "--base-port"}, // n1's raft port: port-1 could be taken by anything else
 		{[]string{"--base-port", fmt.Sprint(freePort(t)), "--nodes", "1", "--http-base-port", fmt.Sprint(port)}, "--http-base-port"},
 	} {
 		var out, errb bytes.Buffer
