@@ -32,12 +32,14 @@ import (
 // wait for that whole entry and their own, two rounds per call. So when the
 // last group held at least lingerMinGroup commands and fewer are queued, the
 // flusher waits until as many are queued as the last group held, or at most
-// twice as long as the last entry took to commit (capped at maxLinger),
-// whichever comes first: a caller's turn-around (its answer relayed through a
-// forwarding agent, its next request relayed back) is about one commit round
-// here, and twice that caught more of them (W=64 on the queue harness: one
-// round 0.20 entries per job, two 0.15, +10% jobs/s). A lone request, or
-// light load, never waits (lingerFor).
+// lingerRounds times as long as the last entry took to commit (capped at
+// maxLinger), whichever comes first. A caller's turn-around (its answer
+// relayed through a forwarding agent, its next request relayed back) is
+// about one commit round, but on a box whose commit round is short (~1 ms)
+// the callers' turn-around under load is several rounds: a bound of two
+// rounds ended lingers before the wave was back and split it over more
+// entries (docs/performance.md, "Linger"). A lone request, or light load,
+// never waits (lingerFor).
 type batcher struct {
 	n        *Node
 	mu       sync.Mutex
@@ -84,6 +86,9 @@ func newBatcher(n *Node) *batcher { return &batcher{n: n, filled: make(chan stru
 // lingerMinGroup is the group size from which the next group lingers.
 const lingerMinGroup = 6
 
+// lingerRounds bounds a linger in commit rounds of the last entry.
+const lingerRounds = 4
+
 // maxLinger bounds a linger whatever the last entry's commit time.
 const maxLinger = 8 * time.Millisecond
 
@@ -93,7 +98,7 @@ func lingerFor(last int, took time.Duration) time.Duration {
 	if last < lingerMinGroup {
 		return 0
 	}
-	return min(2*took, maxLinger)
+	return min(lingerRounds*took, maxLinger)
 }
 
 // awaitQueue waits until at least want requests are queued or d passed,

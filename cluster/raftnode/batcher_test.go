@@ -191,8 +191,8 @@ func TestClaimEntryCarriesOnlyTheWaitersItCanServe(t *testing.T) {
 	}
 }
 
-// Only a busy group makes the next one linger, for twice its commit time
-// at most and never longer than maxLinger.
+// Only a busy group makes the next one linger, for lingerRounds of its
+// commit time at most and never longer than maxLinger.
 func TestLingerOnlyAfterABusyGroup(t *testing.T) {
 	for _, c := range []struct {
 		last int
@@ -202,7 +202,8 @@ func TestLingerOnlyAfterABusyGroup(t *testing.T) {
 		{0, time.Millisecond, 0},
 		{1, 3 * time.Millisecond, 0},
 		{lingerMinGroup - 1, 3 * time.Millisecond, 0},
-		{lingerMinGroup, 3 * time.Millisecond, 6 * time.Millisecond},
+		{lingerMinGroup, time.Millisecond, 4 * time.Millisecond},
+		{lingerMinGroup, 3 * time.Millisecond, maxLinger},
 		{maxGroup, time.Second, maxLinger},
 	} {
 		if got := lingerFor(c.last, c.took); got != c.want {
