@@ -20,7 +20,8 @@ const logCacheEntries = 1024
 // larger than the whole budget is not cached (reads of it go to bolt), so
 // the cache holds at most budget bytes and always the newest entries. Like
 // raft's, it caches only what the store accepted and forgets everything on
-// DeleteRange.
+// DeleteRange; apart from that it serves the one batch the leader is
+// storing (StageLogs).
 type byteBoundedLogCache struct {
 	store  raft.LogStore
 	budget int
@@ -28,6 +29,9 @@ type byteBoundedLogCache struct {
 	mu    sync.RWMutex
 	ring  []*raft.Log
 	bytes int
+	// staged is the batch the leader is storing (StageLogs), consecutive
+	// indexes, readable before the store has it.
+	staged []*raft.Log
 }
 
 func newByteBoundedLogCache(store raft.LogStore, budget int) *byteBoundedLogCache {
@@ -50,8 +54,14 @@ func (c *byteBoundedLogCache) IsMonotonic() bool {
 func (c *byteBoundedLogCache) GetLog(idx uint64, log *raft.Log) error {
 	c.mu.RLock()
 	cached := c.ring[idx%uint64(len(c.ring))]
+	if cached == nil || cached.Index != idx {
+		cached = nil
+		if n := len(c.staged); n > 0 && idx >= c.staged[0].Index && idx <= c.staged[n-1].Index {
+			cached = c.staged[idx-c.staged[0].Index]
+		}
+	}
 	c.mu.RUnlock()
-	if cached != nil && cached.Index == idx {
+	if cached != nil {
 		*log = *cached
 		return nil
 	}
@@ -66,6 +76,7 @@ func (c *byteBoundedLogCache) StoreLogs(logs []*raft.Log) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.staged = nil
 	for _, l := range logs {
 		slot := l.Index % uint64(len(c.ring))
 		if old := c.ring[slot]; old != nil {
@@ -88,6 +99,29 @@ func (c *byteBoundedLogCache) StoreLogs(logs []*raft.Log) error {
 		c.bytes += sz
 	}
 	return nil
+}
+
+// StageLogs implements raft.LogStager (flowd's patch of hashicorp/raft,
+// internal/hashicorp-raft): the leader's replicators read a batch of new
+// entries from here while the leader stores them, so its append overlaps
+// the followers'. The batch is held apart from the ring (whatever its
+// size) until StoreLogs has stored it; raft stages one batch at a time, on
+// its leader loop, and stores it before the next.
+func (c *byteBoundedLogCache) StageLogs(logs []*raft.Log) {
+	if len(logs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.staged = logs
+	c.mu.Unlock()
+}
+
+// UnstageLogs implements raft.LogStager: a batch the store refused is no
+// longer readable, so nothing is served that this node does not hold.
+func (c *byteBoundedLogCache) UnstageLogs([]*raft.Log) {
+	c.mu.Lock()
+	c.staged = nil
+	c.mu.Unlock()
 }
 
 func (c *byteBoundedLogCache) FirstIndex() (uint64, error) { return c.store.FirstIndex() }
