@@ -34,12 +34,11 @@ import (
 // flusher waits until as many are queued as the last group held, or at most
 // lingerRounds times as long as the last entry took to commit (capped at
 // maxLinger), whichever comes first. A caller's turn-around (its answer
-// relayed through a forwarding agent, its next request relayed back) is
-// about one commit round, but on a box whose commit round is short (~1 ms)
-// the callers' turn-around under load is several rounds: a bound of two
-// rounds ended lingers before the wave was back and split it over more
-// entries (docs/performance.md, "Linger"). A lone request, or light load,
-// never waits (lingerFor).
+// written, or relayed through a forwarding agent, and its next request
+// read) takes one to a few commit rounds under load; where a round is
+// short (~1 ms), a bound of two rounds ended lingers before the wave was
+// back and split it over more entries (docs/performance.md, "Linger"). A
+// lone request, or light load, never waits (lingerFor).
 type batcher struct {
 	n        *Node
 	mu       sync.Mutex
