@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,8 @@ import (
 // that (before a raft snapshot is reported persisted).
 type BadgerStore struct {
 	db *badger.DB
+	// dir is the directory badger writes ("" in memory).
+	dir string
 	// completionKey is written last by Replace (BadgerOptions).
 	completionKey []byte
 	// txnBytes and txnWrites are what one transaction may hold, with a
@@ -280,7 +283,11 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 	if idle == 0 {
 		idle = DefaultCompactorIdle
 	}
-	return &BadgerStore{db: db, txnBytes: int(txnBytesOf(opts.MemTableSize)),
+	var onDisk string
+	if !o.InMemory {
+		onDisk = dir
+	}
+	return &BadgerStore{db: db, dir: onDisk, txnBytes: int(txnBytesOf(opts.MemTableSize)),
 		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10, fault: fault,
 		completionKey: bytes.Clone(o.CompletionKey), compact: newCompactGate(db, idle, o.compactChanged)}, nil
 }
@@ -396,10 +403,20 @@ func (b *BadgerStore) Sync() error {
 }
 
 // Close implements Store, once the commits handed to badger are written.
+// A store whose directory is gone is abandoned, not closed: badger's Close
+// flushes the memtable into the directory and retries a failed flush
+// forever, which would hold the caller (a node stopping because its data
+// dir was deleted) for good.
 func (b *BadgerStore) Close() error {
 	b.views.closeAndWait(closeViewWait)
 	_ = b.writing.settle() // a failed write was reported when it failed
 	b.compact.close()
+	if b.dir != "" {
+		if _, err := os.Stat(b.dir); err != nil {
+			badgerStopCompactions(b.db) // the rest of badger's goroutines stay, idle
+			return &StorageError{Op: "close", Err: fmt.Errorf("the state directory is gone, so the store was left open (its memtable cannot be flushed): %w", err)}
+		}
+	}
 	return b.db.Close()
 }
 

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Commit returns before badger has written (the write leaves the commit
@@ -284,5 +288,36 @@ func TestBadgerCloseWaitsForOpenViewsAndRefusesNewOnes(t *testing.T) {
 	}
 	if _, _, err := b.View(); !errors.Is(err, ErrStoreClosed) {
 		t.Fatalf("View after Close = %v, want ErrStoreClosed", err)
+	}
+}
+
+// Closing a store whose directory was deleted returns (a storage error)
+// instead of hanging: badger's own Close would retry its memtable flush
+// into the missing directory forever.
+func TestBadgerCloseWithItsDirectoryGoneReturns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	b, err := OpenBadger(dir, BadgerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit([][]Write{{{Key: []byte("k"), Val: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- b.Close() }()
+	select {
+	case err := <-done:
+		var se *StorageError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), "directory is gone") {
+			t.Fatalf("Close = %v, want a storage error naming the missing directory", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close of a store whose directory was deleted did not return")
 	}
 }
