@@ -55,14 +55,16 @@ func (s *gatedLogStore) StoreLogs(logs []*raft.Log) error {
 
 func (s *gatedLogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
-// holdNext makes the next append wait until the returned release is called;
-// entered receives its last index once it is waiting.
-func (s *gatedLogStore) holdNext() (entered <-chan uint64, release func()) {
+// holdNext makes the next append wait until release is called (again: a
+// no-op), failing it with fail if that is not nil; entered receives its
+// last index once it is waiting.
+func (s *gatedLogStore) holdNext(fail error) (entered <-chan uint64, release func()) {
 	hold, ent := make(chan struct{}), make(chan uint64, 1)
 	s.mu.Lock()
-	s.hold, s.entered = hold, ent
+	s.hold, s.entered, s.fail = hold, ent, fail
 	s.mu.Unlock()
-	return ent, func() { close(hold) }
+	var once sync.Once
+	return ent, func() { once.Do(func() { close(hold) }) }
 }
 
 // waitStored waits until the store has appended index (or later).
@@ -108,13 +110,8 @@ func TestLeaderReplicatesWhileItAppends(t *testing.T) {
 	l := c.Leader()
 	_, base := c.Propose(&fsm.Noop{}) // settle the new term's entries
 
-	entered, release := stores[l.ID()].holdNext()
-	released := false
-	defer func() {
-		if !released {
-			release()
-		}
-	}()
+	entered, release := stores[l.ID()].holdNext(nil)
+	defer release()
 	type out struct {
 		idx uint64
 		err error
@@ -142,7 +139,6 @@ func TestLeaderReplicatesWhileItAppends(t *testing.T) {
 	default:
 	}
 	release()
-	released = true
 	o := <-done
 	if o.err != nil || o.idx <= base || o.idx > idx {
 		t.Fatalf("proposal: index %d, %v; want an index in the held batch (%d, %d]", o.idx, o.err, base, idx)
@@ -159,13 +155,8 @@ func TestLeaderAppendFailureIsOutcomeUnknown(t *testing.T) {
 	l := c.Leader()
 	c.Propose(&fsm.Noop{})
 
-	entered, releaseHold := stores[l.ID()].holdNext()
-	var once sync.Once
-	release := func() { once.Do(releaseHold) }
+	entered, release := stores[l.ID()].holdNext(errors.New("disk refused the append"))
 	defer release()
-	stores[l.ID()].mu.Lock()
-	stores[l.ID()].fail = errors.New("disk refused the append")
-	stores[l.ID()].mu.Unlock()
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := l.Propose(context.Background(), &fsm.Submit{ID: "run-after-failed-append", Spec: mustSpec(t, diamond)})

@@ -28,8 +28,6 @@ import (
 // that (before a raft snapshot is reported persisted).
 type BadgerStore struct {
 	db *badger.DB
-	// dir is the directory badger writes ("" in memory).
-	dir string
 	// completionKey is written last by Replace (BadgerOptions).
 	completionKey []byte
 	// txnBytes and txnWrites are what one transaction may hold, with a
@@ -283,11 +281,7 @@ func OpenBadger(dir string, o BadgerOptions) (*BadgerStore, error) {
 	if idle == 0 {
 		idle = DefaultCompactorIdle
 	}
-	var onDisk string
-	if !o.InMemory {
-		onDisk = dir
-	}
-	return &BadgerStore{db: db, dir: onDisk, txnBytes: int(txnBytesOf(opts.MemTableSize)),
+	return &BadgerStore{db: db, txnBytes: int(txnBytesOf(opts.MemTableSize)),
 		txnWrites: int(maxBytes/int64(skl.MaxNodeSize)) * 9 / 10, fault: fault,
 		completionKey: bytes.Clone(o.CompletionKey), compact: newCompactGate(db, idle, o.compactChanged)}, nil
 }
@@ -411,8 +405,8 @@ func (b *BadgerStore) Close() error {
 	b.views.closeAndWait(closeViewWait)
 	_ = b.writing.settle() // a failed write was reported when it failed
 	b.compact.close()
-	if b.dir != "" {
-		if _, err := os.Stat(b.dir); err != nil {
+	if o := b.db.Opts(); !o.InMemory {
+		if _, err := os.Stat(o.Dir); err != nil {
 			badgerStopCompactions(b.db) // the rest of badger's goroutines stay, idle
 			return &StorageError{Op: "close", Err: fmt.Errorf("the state directory is gone, so the store was left open (its memtable cannot be flushed): %w", err)}
 		}

@@ -1267,8 +1267,9 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	// thesis, 10.2.1); the leader counts itself in the commitment only once
 	// its write returned.
 	stager, staged := r.logs.(LogStager)
-	prevIndex, prevTerm := r.getLastLog()
+	var prevIndex, prevTerm uint64
 	if staged {
+		prevIndex, prevTerm = r.getLastLog()
 		stager.StageLogs(logs)
 		r.setLastLog(lastIndex, term)
 		for _, f := range r.leaderState.replState {
