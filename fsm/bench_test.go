@@ -530,3 +530,72 @@ func BenchmarkFSMEntryOverhead(b *testing.B) {
 		f.ApplyBatch([]Entry{{Index: index, Data: noop}})
 	}
 }
+
+// BenchmarkFSMQueueJobSDK is the job queue as an agent applies it under
+// flowd's SDK at W=64 with 8 producers: every entry one Multi of 8 submits
+// and 8 completions that each claim the worker's next task, over badger
+// behind the write-behind window and the index mirror, as an agent opens
+// its state. Its cpu-ns/job is a replica's apply CPU per job.
+//
+//	go test -run ^$ -bench FSMQueueJobSDK -benchmem ./fsm/
+func BenchmarkFSMQueueJobSDK(b *testing.B) {
+	bs, err := OpenBadger(b.TempDir(), store.BadgerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wb := store.NewWriteBehind(bs, 100*time.Millisecond)
+	defer wb.Close()
+	f, _ := indexedFSM(b, wb)
+	var index uint64
+	apply := func(c Command) any {
+		c.Stamp(1_700_000_000_000)
+		buf, _ := Encode(c)
+		index++
+		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
+	}
+	enc := func(c Command) []byte { c.Stamp(1_700_000_000_000); b, _ := Encode(c); return b }
+	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
+	spec, _ := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
+	const group = 8
+	waiters := make([]Waiter, group)
+	for i := range waiters {
+		waiters[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Types: []string{"noop"}, Max: 1}
+	}
+	// Every worker holds a task before the clock starts.
+	subs := &Multi{}
+	for range group {
+		subs.Cmds = append(subs.Cmds, enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: spec}))
+	}
+	apply(subs)
+	held := map[int]Claimed{}
+	cr := apply(&Claim{Waiters: waiters}).(*ClaimResult)
+	for i, got := range cr.Assigned {
+		held[i] = got[0]
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU()
+	jobs := 0
+	for jobs < b.N {
+		m := &Multi{}
+		for range group {
+			m.Cmds = append(m.Cmds, enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: spec}))
+		}
+		for i := range group {
+			c := held[i]
+			w := waiters[i]
+			m.Cmds = append(m.Cmds, enc(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: json.RawMessage(`{"ok":true}`), Claim: &w}))
+		}
+		res := apply(m).(*MultiResult)
+		for i := range group {
+			cres := res.Results[group+i].(*AckResult)
+			if len(cres.Claimed) != 1 {
+				b.Fatalf("claim-next got %d: %+v", len(cres.Claimed), cres)
+			}
+			held[i] = cres.Claimed[0]
+		}
+		jobs += group
+	}
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(jobs), "cpu-ns/job")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
+}

@@ -58,6 +58,30 @@ type WriteBehind struct {
 	// applyView is the reader ApplyView hands the single writer, reused
 	// (its scan iterators with it).
 	applyView *Overlay
+	// applyInner is the view of the store under it that ApplyView hands
+	// the writer, kept from one ApplyView to the next until the next
+	// window is written (nothing else changes that store), so an entry
+	// does not open and close a read transaction of its own.
+	applyInner *sharedView
+}
+
+// sharedView is a view of the store under a WriteBehind, released once it
+// is stale (a window was written since) and no reader holds it.
+type sharedView struct {
+	r       Reader
+	release func()
+	refs    int
+	stale   bool
+}
+
+// dropApplyInner marks the writer's kept inner view stale (w.mu held).
+func (w *WriteBehind) dropApplyInner() {
+	if sv := w.applyInner; sv != nil {
+		w.applyInner, sv.stale = nil, true
+		if sv.refs == 0 {
+			sv.release()
+		}
+	}
 }
 
 // DefaultWriteBehindAge is how long commits wait in memory at most before
@@ -110,7 +134,16 @@ func (w *WriteBehind) ApplyView() (Reader, func(), error) { return w.view(true) 
 func (w *WriteBehind) view(inPlace bool) (Reader, func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r, release, err := w.inner.View()
+	var (
+		r       Reader
+		release func()
+		err     error
+	)
+	if inPlace {
+		r, release, err = w.keptInnerView()
+	} else {
+		r, release, err = w.inner.View()
+	}
 	if err != nil || w.pending.Len() == 0 {
 		return r, release, err
 	}
@@ -125,6 +158,30 @@ func (w *WriteBehind) view(inPlace bool) (Reader, func(), error) {
 		w.snap = w.pending.Clone()
 	}
 	return &Overlay{base: r, items: w.snap}, release, nil
+}
+
+// keptInnerView returns the writer's kept view of the store under it,
+// taking one if there is none (w.mu held).
+func (w *WriteBehind) keptInnerView() (Reader, func(), error) {
+	if w.applyInner == nil {
+		r, release, err := w.inner.View()
+		if err != nil {
+			return nil, nil, err
+		}
+		w.applyInner = &sharedView{r: r, release: release}
+	}
+	sv := w.applyInner
+	sv.refs++
+	var once sync.Once
+	return sv.r, func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if sv.refs--; sv.refs == 0 && sv.stale {
+				sv.release()
+			}
+		})
+	}, nil
 }
 
 // Commit implements Store: the batches join the window (each keeps its
@@ -217,6 +274,7 @@ func (w *WriteBehind) flushLocked() error {
 		writes = append(writes, Write{Key: it.key, Val: it.val})
 		return true
 	})
+	w.dropApplyInner() // taken before the window is in the store under it
 	if err := w.inner.Commit([][]Write{writes}); err != nil {
 		w.failed = err
 		return err
@@ -260,6 +318,7 @@ func (w *WriteBehind) Replace(load func(put func(k, v []byte) error) error) erro
 	if w.timer != nil {
 		w.timer.Stop()
 	}
+	w.dropApplyInner()
 	if err := w.inner.Replace(load); err != nil {
 		return err
 	}
@@ -280,6 +339,7 @@ func (w *WriteBehind) Close() error {
 		if w.timer != nil {
 			w.timer.Stop()
 		}
+		w.dropApplyInner()
 	}
 	w.mu.Unlock()
 	if cerr := w.inner.Close(); err == nil {

@@ -288,3 +288,68 @@ func TestWriteBehindFailedWindowFailsTheNextCalls(t *testing.T) {
 		t.Fatal("a commit after a failed window succeeded")
 	}
 }
+
+// viewCountingStore counts the views taken of it and those still open.
+type viewCountingStore struct {
+	*MemStore
+	taken, open int
+}
+
+func (v *viewCountingStore) View() (Reader, func(), error) {
+	r, release, err := v.MemStore.View()
+	if err != nil {
+		return nil, nil, err
+	}
+	v.taken++
+	v.open++
+	return r, func() { v.open--; release() }, nil
+}
+
+// The writer's view of the store under a WriteBehind is kept from one
+// ApplyView to the next until a window is written (an entry then opens no
+// read transaction of its own), and released once it is stale and no
+// reader holds it; a reader still holding it goes on reading it.
+func TestWriteBehindApplyViewKeepsItsInnerViewUntilAWindowIsWritten(t *testing.T) {
+	inner := &viewCountingStore{MemStore: NewMemStore()}
+	wb := NewWriteBehind(inner, time.Hour)
+	for i := range 3 {
+		_, release, err := wb.ApplyView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+		release() // idempotent
+		_ = wb.Commit([][]Write{{w(fmt.Sprint("k", i), "1")}})
+	}
+	if inner.taken != 1 || inner.open != 1 {
+		t.Fatalf("three apply views within a window took %d inner views (%d open), want 1 (kept open)", inner.taken, inner.open)
+	}
+	held, release, _ := wb.ApplyView()
+	if err := wb.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if inner.open != 1 {
+		t.Fatalf("a stale inner view still held was released (%d open)", inner.open)
+	}
+	if _, ok, _ := held.Get([]byte("k2")); !ok {
+		t.Fatal("the held apply view lost the window it was taken with")
+	}
+	release()
+	if inner.open != 0 {
+		t.Fatalf("a stale inner view no one holds is still open (%d)", inner.open)
+	}
+	r, release2, _ := wb.ApplyView()
+	if v, ok, _ := r.Get([]byte("k0")); !ok || string(v) != "1" {
+		t.Fatal("the apply view after a written window does not read it from the store under it")
+	}
+	release2()
+	if inner.taken != 2 {
+		t.Fatalf("inner views taken = %d, want 2 (a new one after the window was written)", inner.taken)
+	}
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inner.open != 0 {
+		t.Fatalf("Close left %d inner views open", inner.open)
+	}
+}
