@@ -152,6 +152,53 @@ func BenchmarkFSMQueueJob(b *testing.B) {
 	b.Run("group=16/store=mem", func(b *testing.B) { benchQueueJob(b, 16, -1) })
 }
 
+// queueBench is the queue workload's fixture for the state machine's
+// benchmarks: an FSM over st, one entry per apply at the next index, the
+// job's spec (one task, a 200-byte input, as the queue harness submits)
+// and group waiting workers.
+type queueBench struct {
+	f       *FSM
+	index   uint64
+	spec    domain.Spec
+	waiters []Waiter
+}
+
+func newQueueBench(b *testing.B, st store.Store, group int) *queueBench {
+	f, _ := indexedFSM(b, st)
+	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
+	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := &queueBench{f: f, spec: spec, waiters: make([]Waiter, group)}
+	for i := range q.waiters {
+		q.waiters[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Types: []string{"noop"}, Max: 1}
+	}
+	return q
+}
+
+// enc stamps and encodes a command (a Multi's sub-command).
+func (q *queueBench) enc(c Command) []byte {
+	c.Stamp(1_700_000_000_000)
+	buf, _ := Encode(c)
+	return buf
+}
+
+// apply applies c as the next entry.
+func (q *queueBench) apply(c Command) any {
+	q.index++
+	return q.f.ApplyBatch([]Entry{{Index: q.index, Data: q.enc(c)}})[0]
+}
+
+// submits is a Multi of one job's submit per waiting worker.
+func (q *queueBench) submits() *Multi {
+	m := &Multi{}
+	for range q.waiters {
+		m.Cmds = append(m.Cmds, q.enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: q.spec}))
+	}
+	return m
+}
+
 // benchQueueJob is the job-queue workload as the state machine sees
 // it after group commit: per round, one Multi entry of group one-task submits,
 // one claim entry for group waiting workers and one Multi of their
@@ -169,55 +216,30 @@ func benchQueueJob(b *testing.B, group, window int) {
 		st = bs
 	}
 	counted := &countingStore{Store: st, writes: map[string]int{}, bytes: map[string]int{}} // what reaches badger
-	f, _ := indexedFSM(b, counted)
-	var index uint64
-	apply := func(c Command) any {
-		c.Stamp(1_700_000_000_000)
-		buf, _ := Encode(c)
-		index++
-		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
-	}
+	q := newQueueBench(b, counted, group)
 	if window > 0 {
-		apply(&SettingsSet{EventWindow: &window})
-	}
-	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
-	spec, err := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
-	if err != nil {
-		b.Fatal(err)
-	}
-	enc := func(c Command) []byte {
-		c.Stamp(1_700_000_000_000)
-		buf, _ := Encode(c)
-		return buf
-	}
-	waiters := make([]Waiter, group)
-	for i := range waiters {
-		waiters[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Types: []string{"noop"}, Max: 1}
+		q.apply(&SettingsSet{EventWindow: &window})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := processCPU()
 	jobs := 0
 	for jobs < b.N {
-		subs := &Multi{}
-		for range group {
-			subs.Cmds = append(subs.Cmds, enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: spec}))
-		}
-		apply(subs)
-		cr, ok := apply(&Claim{Waiters: waiters}).(*ClaimResult)
+		q.apply(q.submits())
+		cr, ok := q.apply(&Claim{Waiters: q.waiters}).(*ClaimResult)
 		if !ok {
 			b.Fatal("claim failed")
 		}
 		comps := &Multi{}
 		for _, got := range cr.Assigned {
 			for _, c := range got {
-				comps.Cmds = append(comps.Cmds, enc(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: json.RawMessage(`{"ok":true}`)}))
+				comps.Cmds = append(comps.Cmds, q.enc(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: json.RawMessage(`{"ok":true}`)}))
 			}
 		}
 		if len(comps.Cmds) != group {
 			b.Fatalf("claimed %d of %d", len(comps.Cmds), group)
 		}
-		apply(comps)
+		q.apply(comps)
 		jobs += group
 	}
 	b.ReportMetric(float64(counted.total)/float64(jobs), "writes/job")
@@ -543,56 +565,30 @@ func BenchmarkFSMQueueJobSDK(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	wb := store.NewWriteBehind(bs, 100*time.Millisecond)
+	wb := store.NewWriteBehind(bs, store.DefaultWriteBehindAge)
 	defer wb.Close()
-	f, _ := indexedFSM(b, wb)
-	var index uint64
-	apply := func(c Command) any {
-		c.Stamp(1_700_000_000_000)
-		buf, _ := Encode(c)
-		index++
-		return f.ApplyBatch([]Entry{{Index: index, Data: buf}})[0]
-	}
-	enc := func(c Command) []byte { c.Stamp(1_700_000_000_000); b, _ := Encode(c); return b }
-	payload := `{"seq":1,"pad":"` + strings.Repeat("x", 180) + `"}`
-	spec, _ := domain.ParseSpec([]byte(`{"name":"q","tasks":[{"key":"job","type":"noop","input":`+payload+`}]}`), domain.DefaultLimits)
 	const group = 8
-	waiters := make([]Waiter, group)
-	for i := range waiters {
-		waiters[i] = Waiter{WorkerID: fmt.Sprintf("w%d", i), Types: []string{"noop"}, Max: 1}
-	}
+	q := newQueueBench(b, wb, group)
 	// Every worker holds a task before the clock starts.
-	subs := &Multi{}
-	for range group {
-		subs.Cmds = append(subs.Cmds, enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: spec}))
-	}
-	apply(subs)
-	held := map[int]Claimed{}
-	cr := apply(&Claim{Waiters: waiters}).(*ClaimResult)
-	for i, got := range cr.Assigned {
-		held[i] = got[0]
-	}
+	q.apply(q.submits())
+	held := q.apply(&Claim{Waiters: q.waiters}).(*ClaimResult).Assigned
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := processCPU()
 	jobs := 0
 	for jobs < b.N {
-		m := &Multi{}
-		for range group {
-			m.Cmds = append(m.Cmds, enc(&Submit{ID: uuid.Must(uuid.NewV7()).String(), Spec: spec}))
-		}
+		m := q.submits()
 		for i := range group {
-			c := held[i]
-			w := waiters[i]
-			m.Cmds = append(m.Cmds, enc(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: json.RawMessage(`{"ok":true}`), Claim: &w}))
+			c, w := held[i][0], q.waiters[i]
+			m.Cmds = append(m.Cmds, q.enc(&Complete{TaskID: c.TaskID, Token: c.FencingToken, Result: json.RawMessage(`{"ok":true}`), Claim: &w}))
 		}
-		res := apply(m).(*MultiResult)
+		res := q.apply(m).(*MultiResult)
 		for i := range group {
-			cres := res.Results[group+i].(*AckResult)
-			if len(cres.Claimed) != 1 {
-				b.Fatalf("claim-next got %d: %+v", len(cres.Claimed), cres)
+			ack := res.Results[group+i].(*AckResult)
+			if len(ack.Claimed) != 1 {
+				b.Fatalf("a completion's claim of the next task got %d tasks: %+v", len(ack.Claimed), ack)
 			}
-			held[i] = cres.Claimed[0]
+			held[i] = ack.Claimed
 		}
 		jobs += group
 	}
