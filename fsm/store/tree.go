@@ -31,7 +31,7 @@ type Tree btree.BTreeG[item]
 func (t *Tree) bt() *btree.BTreeG[item] { return (*btree.BTreeG[item])(t) }
 
 // NewTree returns an empty tree.
-func NewTree() *Tree { return (*Tree)(btree.NewG(32, itemLess)) }
+func NewTree() *Tree { return (*Tree)(btree.NewG(8, itemLess)) }
 
 // Put sets key to val (nil: empty), keeping both: the caller hands them over.
 func (t *Tree) Put(key, val []byte) {
