@@ -33,8 +33,12 @@ type apDelegate struct {
 
 	mu       sync.Mutex
 	lastSeen map[string]time.Time
-	since    time.Time // when this node started asking (a leader's term)
-	state    *cluster.AutopilotState
+	// known is when this leader first saw each server in the
+	// configuration: a server added since gets DeadServerAfter from then to
+	// answer before it can be judged dead.
+	known map[string]time.Time
+	since time.Time // when this node started asking (a leader's term)
+	state *cluster.AutopilotState
 }
 
 // StartAutopilot runs autopilot on this node while it leads. Call it once
@@ -55,7 +59,7 @@ func (n *Node) StartAutopilot(p cluster.MemberProber, c cluster.AutopilotConfig)
 	if c.DeadServerAfter == 0 {
 		c.DeadServerAfter = 30 * time.Second
 	}
-	d := &apDelegate{n: n, prober: p, dead: c.DeadServerAfter, lastSeen: map[string]time.Time{},
+	d := &apDelegate{n: n, prober: p, dead: c.DeadServerAfter, lastSeen: map[string]time.Time{}, known: map[string]time.Time{},
 		cfg: autopilot.Config{CleanupDeadServers: c.CleanupDeadServers, LastContactThreshold: c.LastContactThreshold,
 			MaxTrailingLogs: c.MaxTrailingLogs, MinQuorum: c.MinQuorum, ServerStabilizationTime: c.ServerStabilizationTime}}
 	n.mu.Lock()
@@ -94,7 +98,7 @@ func (n *Node) autopilotLoop(ctx context.Context) {
 		return
 	}
 	d.mu.Lock()
-	d.since, d.lastSeen, d.state = time.Now(), map[string]time.Time{}, nil
+	d.since, d.lastSeen, d.known, d.state = time.Now(), map[string]time.Time{}, map[string]time.Time{}, nil
 	d.mu.Unlock()
 	ap.Start(ctx)
 	<-ctx.Done()
@@ -138,31 +142,53 @@ func (d *apDelegate) FetchServerStats(ctx context.Context, servers map[raft.Serv
 	return out
 }
 
-// KnownServers is the raft configuration, each server alive if it answered
-// the probe within DeadServerAfter (this node always), failed after that,
-// unknown until this leader has asked for that long.
+// KnownServers is the raft configuration, each server's status as
+// statusLocked judges it (this node always alive).
 func (d *apDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 	leader, _ := d.n.Leader()
 	now := time.Now()
 	out := map[raft.ServerID]*autopilot.Server{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, s := range d.n.Servers() {
+	servers := d.n.Servers()
+	inConfig := make(map[string]bool, len(servers))
+	for _, s := range servers {
+		inConfig[s.ID] = true
 		st := autopilot.NodeAlive
 		if s.ID != d.n.cfg.NodeID {
-			seen, ok := d.lastSeen[s.ID]
-			switch {
-			case ok && now.Sub(seen) <= d.dead:
-			case now.Sub(d.since) > d.dead:
-				st = autopilot.NodeFailed
-			default:
-				st = autopilot.NodeUnknown
-			}
+			st = d.statusLocked(s.ID, now)
 		}
 		out[raft.ServerID(s.ID)] = &autopilot.Server{ID: raft.ServerID(s.ID), Name: s.ID, Address: raft.ServerAddress(s.Address),
 			NodeStatus: st, IsLeader: s.ID == leader, NodeType: autopilot.NodeVoter}
 	}
+	for id := range d.known { // a server removed and added again starts anew
+		if !inConfig[id] {
+			delete(d.known, id)
+		}
+	}
 	return out
+}
+
+// statusLocked judges a server of the configuration (d.mu held): alive if
+// it answered the member probe within DeadServerAfter; failed if it has
+// not, and both this leader's term and the server's membership (as this
+// leader first saw it) are older than that; unknown otherwise. A server
+// just added has not answered yet (it is still being sent a snapshot, or
+// starting): judged by the term's age alone it was failed at once, and
+// autopilot removed it right after it joined.
+func (d *apDelegate) statusLocked(id string, now time.Time) autopilot.NodeStatus {
+	first, ok := d.known[id]
+	if !ok {
+		first = now
+		d.known[id] = now
+	}
+	if seen, ok := d.lastSeen[id]; ok && now.Sub(seen) <= d.dead {
+		return autopilot.NodeAlive
+	}
+	if now.Sub(d.since) > d.dead && now.Sub(first) > d.dead {
+		return autopilot.NodeFailed
+	}
+	return autopilot.NodeUnknown
 }
 
 // RemoveFailedServer removes a server autopilot judged dead (it checked
