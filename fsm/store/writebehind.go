@@ -66,18 +66,18 @@ type WriteBehind struct {
 }
 
 // sharedView is a view of the store under a WriteBehind, released once it
-// is stale (a window was written since) and no reader holds it.
+// is no longer the kept one (a window was written since) and no reader
+// holds it.
 type sharedView struct {
 	r       Reader
 	release func()
 	refs    int
-	stale   bool
 }
 
-// dropApplyInner marks the writer's kept inner view stale (w.mu held).
+// dropApplyInner stops keeping the writer's inner view (w.mu held).
 func (w *WriteBehind) dropApplyInner() {
 	if sv := w.applyInner; sv != nil {
-		w.applyInner, sv.stale = nil, true
+		w.applyInner = nil
 		if sv.refs == 0 {
 			sv.release()
 		}
@@ -177,7 +177,7 @@ func (w *WriteBehind) keptInnerView() (Reader, func(), error) {
 		once.Do(func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			if sv.refs--; sv.refs == 0 && sv.stale {
+			if sv.refs--; sv.refs == 0 && sv != w.applyInner {
 				sv.release()
 			}
 		})

@@ -8,13 +8,25 @@ import (
 )
 
 // countingStore counts the transactions and writes that reach the store
-// under a WriteBehind and signals each transaction on commits.
+// under a WriteBehind and signals each transaction on commits; it counts
+// the views taken of it and those still open too.
 type countingStore struct {
 	*MemStore
 	txns, writes int
 	commits      chan int // each transaction's write count, if non-nil
 	limitBytes   int
 	limitWrites  int
+	taken, open  int // views
+}
+
+func (c *countingStore) View() (Reader, func(), error) {
+	r, release, err := c.MemStore.View()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.taken++
+	c.open++
+	return r, func() { c.open--; release() }, nil
 }
 
 func (c *countingStore) Commit(batches [][]Write) error {
@@ -289,28 +301,12 @@ func TestWriteBehindFailedWindowFailsTheNextCalls(t *testing.T) {
 	}
 }
 
-// viewCountingStore counts the views taken of it and those still open.
-type viewCountingStore struct {
-	*MemStore
-	taken, open int
-}
-
-func (v *viewCountingStore) View() (Reader, func(), error) {
-	r, release, err := v.MemStore.View()
-	if err != nil {
-		return nil, nil, err
-	}
-	v.taken++
-	v.open++
-	return r, func() { v.open--; release() }, nil
-}
-
 // The writer's view of the store under a WriteBehind is kept from one
 // ApplyView to the next until a window is written (an entry then opens no
 // read transaction of its own), and released once it is stale and no
 // reader holds it; a reader still holding it goes on reading it.
 func TestWriteBehindApplyViewKeepsItsInnerViewUntilAWindowIsWritten(t *testing.T) {
-	inner := &viewCountingStore{MemStore: NewMemStore()}
+	inner := &countingStore{MemStore: NewMemStore()}
 	wb := NewWriteBehind(inner, time.Hour)
 	for i := range 3 {
 		_, release, err := wb.ApplyView()
