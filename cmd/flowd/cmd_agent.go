@@ -79,7 +79,7 @@ var agentCommand = &cli.Command{
 		&cli.DurationFlag{Name: "raft-commit-timeout", EnvVars: []string{"FLOWD_RAFT_COMMIT_TIMEOUT"}, Usage: "how long the leader waits, with nothing new to replicate, before telling followers the commit index anyway (lower: followers apply sooner once traffic stops; higher: less idle CPU; at most 500ms)", DefaultText: "100ms"},
 		&cli.Int64Flag{Name: "memory-limit", EnvVars: []string{"FLOWD_MEMORY_LIMIT"}, Usage: "soft limit of the agent's Go memory in bytes (as GOMEMLIMIT; GOMEMLIMIT, if set, wins): near it the GC runs more often instead of letting the heap grow (0 = none)"},
 		&cli.DurationFlag{Name: "timer-slack", EnvVars: []string{"FLOWD_TIMER_SLACK"}, Value: time.Millisecond, Usage: "Linux timer slack of the agent's threads (how late a timed sleep may wake, so that close wake-ups merge: less CPU in context switches); set by re-executing the agent once at start, unless it already runs with it (systemd: TimerSlackNSec=); 0 keeps the inherited slack"},
-		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 200, Usage: "Go GC target (as GOGC; GOGC, if set, wins): higher spends less CPU on garbage collection and more memory"},
+		&cli.IntFlag{Name: "gc-percent", EnvVars: []string{"FLOWD_GC_PERCENT"}, Value: 50, Usage: "Go GC target (as GOGC; GOGC, if set, wins): the heap may grow to (1 + N/100) times what is live; higher collects less often but touches more fresh memory (each page of it a page fault) and holds more"},
 		&cli.DurationFlag{Name: "idle-type-after", EnvVars: []string{"FLOWD_IDLE_TYPE_AFTER"}, Usage: "flag a run (run get: waiting for worker) when a ready task's type has had no worker claiming it in its queue for this long", DefaultText: "30s"},
 		&cli.BoolFlag{Name: "autopilot-cleanup-dead-servers", EnvVars: []string{"FLOWD_AUTOPILOT_CLEANUP_DEAD_SERVERS"}, Value: true, Usage: "the leader removes a voter that has not answered for --autopilot-dead-server-after, never leaving fewer than --autopilot-min-quorum voters (so a dead node is removed once its replacement joins)"},
 		&cli.IntFlag{Name: "autopilot-min-quorum", EnvVars: []string{"FLOWD_AUTOPILOT_MIN_QUORUM"}, Usage: "the fewest voters dead-server cleanup leaves", DefaultText: "the number of --peers"},
@@ -166,14 +166,17 @@ func agentAction(cCtx *cli.Context) error {
 		log.Warn("running with the inherited timer slack", "want", cCtx.Duration("timer-slack"), "err", err)
 	}
 	if _, set := os.LookupEnv("GOGC"); !set && cCtx.Int("gc-percent") != 0 {
-		// The agent's live heap is small (hot indexes, caches) while every
-		// command allocates: the default GOGC=100 collects several times a
-		// second under load.
+		// Most of the agent's live heap is pointer-free (badger's memtable
+		// arenas, ~80 MiB each, and the caches' byte slices), which a
+		// collection marks without scanning, so collecting at 1.5x the live
+		// heap costs little; growing the heap to 2x or 3x of it costs a
+		// page fault per fresh 4 KiB page, and the agent's memory
+		// (docs/performance.md, "GC target and fresh pages").
 		debug.SetGCPercent(cCtx.Int("gc-percent"))
 	}
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cCtx.Int64("memory-limit") > 0 {
-		// With gc-percent 200 the heap may grow to three times what is
-		// live; a soft limit bounds that (the runtime caps the GC's CPU
+		// The heap may grow to (1 + gc-percent/100) times what is live;
+		// a soft limit bounds that (the runtime caps the GC's CPU
 		// near it, so it cannot thrash).
 		debug.SetMemoryLimit(cCtx.Int64("memory-limit"))
 	}
