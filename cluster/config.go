@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -105,6 +106,12 @@ type Config struct {
 	// AutoPeriod and AutoWindow are the adaptive concurrency controller's
 	// period and latency window (raftnode/autoconc.go; 0: 1 s and 10 s).
 	AutoPeriod, AutoWindow time.Duration
+
+	// CallerOf identifies the client connection a proposal's context comes
+	// from: a comparable value, the same for every call on one connection
+	// (nil: unknown). The group commit lingers only for callers it answered
+	// coming back (raftnode/batcher.go); nil treats every caller so.
+	CallerOf func(context.Context) any
 }
 
 // The raft log stores (Config.RaftLogStore).

@@ -134,6 +134,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
 		AutoPeriod: autoPeriod, AutoWindow: autoWindow,
 		SnapshotThreshold: snapThreshold, TrailingLogs: trailingLogs, SnapshotInterval: snapInterval,
+		CallerOf: rpc.ConnIdentity, // the group commit's linger (raftnode/batcher.go)
 	})
 	if err != nil {
 		return nil, err

@@ -341,6 +341,17 @@ func connOf(ctx context.Context) *connState {
 	return cs
 }
 
+// ConnIdentity returns a comparable value naming the connection serving ctx
+// (a handler context), the same for every call on it, or nil outside a
+// connection. A forwarded call is named by the forwarding member's
+// connection.
+func ConnIdentity(ctx context.Context) any {
+	if cs := connOf(ctx); cs != nil {
+		return cs
+	}
+	return nil
+}
+
 // Serve accepts connections on ln and serves each in its own goroutine until
 // ln fails, ctx ends (ln is closed; connections served under ctx are closed
 // and their handlers cancelled) or Shutdown/Close is called (it then returns

@@ -256,3 +256,37 @@ func TestLingerGivesUpAtItsBound(t *testing.T) {
 		t.Fatal("awaitQueue waited with 5 of 4 requests queued")
 	}
 }
+
+// A group's linger counts only the callers coming back: those the last two
+// groups answered (their requests, and the waiting claims that rode in
+// them), and callers the node cannot tell (nil). A paced caller, not
+// answered lately, makes no wave to wait for.
+func TestLingerCountsTheCallersComingBack(t *testing.T) {
+	b := newBatcher(nil)
+	for i, s := range []struct {
+		callers []any
+		want    int
+	}{
+		{[]any{"p1", "p2", "w1", "w2"}, 0}, // nobody was answered yet
+		{[]any{"w1", "w2", "p3"}, 2},       // the workers come back; p3 is new
+		{[]any{"p1", "w1", "w2", nil}, 4},  // p1 two groups ago, the workers last; nil counts
+		{[]any{"p2", "p3"}, 1},             // p3 two groups ago; p2 three
+		{[]any{"w1", "w2", "w3"}, 2},       // w1, w2 two groups ago; w3 is new
+		{[]any{"w3", "p2"}, 2},             // w3 last, p2 two groups ago
+	} {
+		group := make([]*groupReq, len(s.callers))
+		for j, c := range s.callers {
+			group[j] = &groupReq{caller: c}
+		}
+		if got := b.returning(group); got != s.want {
+			t.Fatalf("group %d %v: %d returning, want %d", i, s.callers, got, s.want)
+		}
+	}
+	// A waiting claim that rides in a group is answered by it: the worker
+	// it serves comes back with its completion.
+	b.returning([]*groupReq{{caller: "p1"}})
+	b.answering([]*waiter{{caller: "w7"}, {caller: nil}})
+	if got := b.returning([]*groupReq{{caller: "w7"}, {caller: "w8"}}); got != 1 {
+		t.Fatalf("after a group whose rider served w7: %d returning of w7, w8, want 1", got)
+	}
+}

@@ -37,6 +37,7 @@ type Dispatcher struct {
 type waiter struct {
 	w         fsm.Waiter
 	key       string            // waiterKey(w)
+	caller    any               // the connection it came from (Node.callerOf)
 	ch        chan claimOutcome // buffered 1; written once
 	inFlight  bool
 	done      bool
@@ -68,7 +69,7 @@ func (d *Dispatcher) claim(ctx context.Context, w fsm.Waiter, grace time.Duratio
 	if !d.n.IsLeader() {
 		return nil, d.n.notLeader()
 	}
-	wt := &waiter{w: w, key: waiterKey(w), ch: make(chan claimOutcome, 1)}
+	wt := &waiter{w: w, key: waiterKey(w), caller: d.n.callerOf(ctx), ch: make(chan claimOutcome, 1)}
 	d.mu.Lock()
 	d.waiters = append(d.waiters, wt)
 	d.mu.Unlock()
