@@ -322,13 +322,9 @@ func (b *batcher) returning(batch []*groupReq) int {
 // completion left it waiting for work is answered here, and its next
 // completion comes back like any caller's.
 func (b *batcher) answering(waiting []*waiter) {
-	cur := b.answered[1]
-	if cur == nil {
-		return // returning ran first and made it
-	}
-	for _, wt := range waiting {
+	for _, wt := range waiting { // returning made answered[1] for this group
 		if wt.caller != nil {
-			cur[wt.caller] = struct{}{}
+			b.answered[1][wt.caller] = struct{}{}
 		}
 	}
 }

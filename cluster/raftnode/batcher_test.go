@@ -290,3 +290,44 @@ func TestLingerCountsTheCallersComingBack(t *testing.T) {
 		t.Fatalf("after a group whose rider served w7: %d returning of w7, w8, want 1", got)
 	}
 }
+
+// The flusher lingers after a busy group only when its callers come back:
+// a group of eight callers nobody answered lately (paced producers) makes
+// no linger, the same eight again do, and callers the node cannot name
+// count as coming back.
+func TestFlusherLingersOnlyForCallersComingBack(t *testing.T) {
+	c := NewTestCluster(t, 3, func(cfg *Config) { cfg.DisableLoops = true })
+	b := c.Leader().batch
+	noop, err := fsm.Encode(&fsm.Noop{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := func(callers ...any) uint64 {
+		b.mu.Lock()
+		b.flushing = maxFlushers // queued without a flusher: this goroutine is it
+		b.mu.Unlock()
+		reqs := make([]*groupReq, len(callers))
+		for i, who := range callers {
+			reqs[i] = &groupReq{buf: noop, caller: who, done: make(chan groupResp, 1)}
+			b.enqueue(reqs[i])
+		}
+		before := b.stats.lingers.Load()
+		b.flush() // one entry, then its linger (if any) ends at its bound: nothing else is queued
+		for i, r := range reqs {
+			if out := <-r.done; out.err != nil {
+				t.Fatalf("request %d: %v", i, out.err)
+			}
+		}
+		return b.stats.lingers.Load() - before
+	}
+	callers := []any{"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8"}
+	if n := group(callers...); n != 0 {
+		t.Fatalf("a group of %d callers not answered lately lingered %d times, want 0", len(callers), n)
+	}
+	if n := group(callers...); n != 1 {
+		t.Fatalf("the same %d callers coming back lingered %d times, want 1", len(callers), n)
+	}
+	if n := group(nil, nil, nil, nil, nil, nil, nil, nil); n != 1 {
+		t.Fatalf("8 callers the node cannot name lingered %d times, want 1", n)
+	}
+}
