@@ -60,13 +60,14 @@ func taskIndexKeys(out [][]byte, t *Task) [][]byte {
 // deriveIndexes rebuilds every derived key from the records r holds, in no
 // particular order; put receives each (its value is always empty).
 func deriveIndexes(r Reader, put func(key []byte)) error {
-	return deriveIndexesWith(r, put, nil)
+	return deriveIndexesWith(r, put, nil, nil)
 }
 
 // deriveIndexesWith is deriveIndexes handing each run with labels to
 // labelled instead of putting its label keys (when labelled is set): the
-// label index is built apart, in the background (labelmirror.go).
-func deriveIndexesWith(r Reader, put func(key []byte), labelled func(id string, l Labels)) error {
+// label index is built apart, in the background (labelmirror.go). runID, when
+// set, receives every run record's id (as its key names it).
+func deriveIndexesWith(r Reader, put func(key []byte), labelled func(id string, l Labels), runID func(id string)) error {
 	var bad error
 	var keys [][]byte
 	err := r.Scan(pfxTask, nil, false, func(_, v []byte) bool {
@@ -87,11 +88,14 @@ func deriveIndexesWith(r Reader, put func(key []byte), labelled func(id string, 
 	if err != nil {
 		return err
 	}
-	err = r.Scan(pfxRun, nil, false, func(_, v []byte) bool {
+	err = r.Scan(pfxRun, nil, false, func(k, v []byte) bool {
 		var run Run
 		if err := unmarshal(v, &run); err != nil {
 			bad = err
 			return false
+		}
+		if runID != nil {
+			runID(string(k[len(pfxRun):]))
 		}
 		if run.State == domain.RunPending && run.AdmitSeq != 0 {
 			put(pendingKey(run.AdmitSeq, run.ID))

@@ -31,6 +31,8 @@ type IndexedStore struct {
 	// labels is the label index, apart and built in the background
 	// (labelmirror.go).
 	labels labelMirror
+	// runs filters the applier's reads of run ids no run has (runfilter.go).
+	runs *runFilter
 }
 
 // hotPrefixes are mirrored in memory.
@@ -80,8 +82,10 @@ func (s *IndexedStore) reload() error {
 		}
 	}
 	var labels []labelledRun // their keys are built in the background
+	var ids []string
 	err = deriveIndexesWith(r, func(k []byte) { mem.Put(k, []byte{}) },
-		func(id string, l Labels) { labels = append(labels, labelledRun{id, l}) })
+		func(id string, l Labels) { labels = append(labels, labelledRun{id, l}) },
+		func(id string) { ids = append(ids, id) })
 	release()
 	if err != nil {
 		return fmt.Errorf("rebuild the ready, lease and wake-up indexes from the records: %w", err)
@@ -93,8 +97,12 @@ func (s *IndexedStore) reload() error {
 		}
 		legacy = legacy[n:]
 	}
+	runs := newRunFilter(len(ids))
+	for _, id := range ids {
+		runs.add([]byte(id))
+	}
 	s.mu.Lock()
-	s.mem, s.snap = mem, nil
+	s.mem, s.snap, s.runs = mem, nil, runs
 	s.startLabelBuild(labels)
 	s.mu.Unlock()
 	s.recent.reset()
@@ -139,7 +147,7 @@ func (s *IndexedStore) view(forApply bool) (Reader, func(), error) {
 	}
 	ir := indexedReader{inner: r, labels: s.labelView()}
 	if forApply {
-		ir.mem, ir.recent = s.mem, &s.recent
+		ir.mem, ir.recent, ir.runs = s.mem, &s.recent, s.runs
 	} else {
 		if s.snap == nil {
 			s.snap = s.mem.Clone()
@@ -160,6 +168,9 @@ func (s *IndexedStore) Commit(batches [][]store.Write) error {
 		for _, w := range b {
 			if !isDerived(w.Key) {
 				keep = append(keep, w)
+			}
+			if w.Val != nil && bytes.HasPrefix(w.Key, pfxRun) {
+				s.runs.add(w.Key[len(pfxRun):]) // before the store holds it
 			}
 		}
 		durable[i] = keep
@@ -228,6 +239,7 @@ type indexedReader struct {
 	inner  Reader
 	mem    *store.Tree
 	recent *recentCache // set in an ApplyView
+	runs   *runFilter   // set in an ApplyView
 	labels *store.Tree  // nil while the label index is being built
 }
 
@@ -240,6 +252,9 @@ func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
 	}
 	if isHot(key) {
 		return r.mem.Get(key)
+	}
+	if r.runs != nil && bytes.HasPrefix(key, pfxRun) && !r.runs.mayHold(key[len(pfxRun):]) {
+		return nil, false, nil
 	}
 	if r.recent != nil {
 		if v, found, ok := r.recent.get(key); ok {
@@ -280,7 +295,7 @@ func (c *recentCache) put(key, val []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cur == nil || len(c.cur) >= recentEntries || c.curBytes >= recentBytes {
-		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, 1024), 0
+		c.prev, c.cur, c.curBytes = c.cur, make(map[string][]byte, recentEntries), 0 // sized once: no growth while it fills
 	}
 	c.cur[ownedString(key)] = val // key and value handed over (Store.Commit): not copied
 	c.curBytes += len(key) + len(val)

@@ -42,16 +42,25 @@ func must(err error) {
 }
 
 func (a *applier) put(key []byte, v any) {
-	b, err := marshal(v)
-	must(err)
-	must(a.tx.Set(key, b))
+	must(a.tx.Set(key, a.encodeOwned(v)))
 }
 
 // putFresh is put under a key built for this call (see setFresh).
 func (a *applier) putFresh(key []byte, v any) {
-	b, err := marshal(v)
+	a.setFresh(key, a.encodeOwned(v))
+}
+
+// encodeOwned encodes a record to be written: a MessagePack record through
+// the scratch buffer and then copied, so the bytes the store keeps are
+// exactly its length (MarshalMsg(nil) allocates the record's Msgsize, an
+// upper bound often twice the encoding, and the store kept all of it).
+func (a *applier) encodeOwned(v any) []byte {
+	b, scratch, err := a.encodeLoaded(v)
 	must(err)
-	a.setFresh(key, b)
+	if scratch {
+		return bytes.Clone(b)
+	}
+	return b
 }
 
 func (a *applier) del(key []byte) { must(a.tx.Delete(key)) }
@@ -276,8 +285,7 @@ func (a *applier) flush() {
 				m.setModifyIndex(a.index)
 			}
 			if e.orig == nil {
-				b, err := marshal(e.v)
-				must(err)
+				b := a.encodeOwned(e.v)
 				a.setFresh(e.key, b)
 				if keep {
 					e.orig = b
