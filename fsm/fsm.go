@@ -259,6 +259,9 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			batch.Rollback() // rejected: nothing changes, but the index advances
 		} else {
 			batch.End()
+			if events == nil { // sized for as many per entry to come
+				events = make([]Event, 0, len(a.events)*(len(entries)-i))
+			}
 			events = append(events, a.events...)
 		}
 		sc.takeBack(a)
@@ -277,12 +280,16 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 	if last == applied {
 		return results
 	}
-	txns := make([][]store.Write, 0, len(closed)+1)
+	txns, writes := sc.commitBuffers()
 	for _, o := range append(closed, batch) {
-		txns = append(txns, o.Writes())
+		from := len(writes)
+		writes = o.AppendWrites(writes)
+		txns = append(txns, writes[from:len(writes):len(writes)])
 	}
-	if err := f.store.Commit(txns); err != nil {
-		f.OnFatal(err)
+	cerr := f.store.Commit(txns)
+	sc.keepCommitBuffers(txns, writes)
+	if cerr != nil {
+		f.OnFatal(cerr)
 		return results
 	}
 	if v, _, err := batch.Get(keyNow); err == nil {

@@ -33,6 +33,9 @@ type IndexedStore struct {
 	labels labelMirror
 	// runs filters the applier's reads of run ids no run has (runfilter.go).
 	runs *runFilter
+	// durable and keep are Commit's buffers for the writes it passes on.
+	durable [][]store.Write
+	keep    []store.Write
 }
 
 // hotPrefixes are mirrored in memory.
@@ -162,9 +165,10 @@ func (s *IndexedStore) view(forApply bool) (Reader, func(), error) {
 func (s *IndexedStore) Commit(batches [][]store.Write) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	durable := make([][]store.Write, len(batches))
-	for i, b := range batches {
-		keep := make([]store.Write, 0, len(b))
+	durable := s.durable[:0]
+	keep := s.keep[:0] // every batch's durable writes, one after another
+	for _, b := range batches {
+		from := len(keep)
 		for _, w := range b {
 			if !isDerived(w.Key) {
 				keep = append(keep, w)
@@ -173,9 +177,15 @@ func (s *IndexedStore) Commit(batches [][]store.Write) error {
 				s.runs.add(w.Key[len(pfxRun):]) // before the store holds it
 			}
 		}
-		durable[i] = keep
+		durable = append(durable, keep[from:len(keep):len(keep)])
 	}
-	if err := s.inner.Commit(durable); err != nil {
+	err := s.inner.Commit(durable)
+	// Reused by the next commit: the inner store keeps the keys and values
+	// handed over, not the slices (Store.Commit).
+	clear(keep)
+	clear(durable)
+	s.durable, s.keep = durable[:0], keep[:0]
+	if err != nil {
 		return err
 	}
 	s.snap = nil

@@ -5,9 +5,11 @@ import "github.com/flowd/flowd/fsm/store"
 // applyScratch is what one ApplyBatch leaves for the next to reuse instead
 // of allocating again: the write buffers' B-tree nodes and the entry
 // journal (a store.Pool), the event list an entry builds, the applier's record
-// caches and its comparison buffer. None of it outlives the batch that
-// uses it: everything a batch hands on (the writes it commits, the events
-// it publishes, results) is copied out or freshly allocated. A batch takes
+// caches and its comparison buffer, and the slices its writes are committed
+// in. None of it outlives the batch that uses it: everything a batch hands
+// on (the events it publishes, results, the keys and values it commits) is
+// copied out or freshly allocated, and a store does not keep the slices a
+// commit gives it (store.Store.Commit). A batch takes
 // the scratch and puts it back (FSM.scratch), so two batches never share
 // it; one that finds it taken (a concurrent Apply in a test) builds its
 // own.
@@ -17,6 +19,8 @@ type applyScratch struct {
 	caches   [4]cache // runs, taskCache, queues, breakers
 	scratch  []byte
 	keyBuf   []byte
+	txns     [][]store.Write
+	writes   []store.Write
 }
 
 // Bounds on what is kept: a batch far larger than usual (a restore's
@@ -25,7 +29,24 @@ const (
 	scratchMaxEvents  = 4 << 10
 	scratchMaxCache   = 512
 	scratchMaxEncoded = 64 << 10
+	scratchMaxWrites  = 64 << 10
 )
+
+// commitBuffers returns the slices a batch's commit is built in, empty.
+func (sc *applyScratch) commitBuffers() ([][]store.Write, []store.Write) {
+	return sc.txns[:0], sc.writes[:0]
+}
+
+// keepCommitBuffers takes the commit's slices back once the store has the
+// writes, cleared (the keys and values are the store's now).
+func (sc *applyScratch) keepCommitBuffers(txns [][]store.Write, writes []store.Write) {
+	clear(txns)
+	clear(writes)
+	sc.txns = txns[:0]
+	if cap(writes) <= scratchMaxWrites {
+		sc.writes = writes[:0]
+	}
+}
 
 func newApplyScratch() *applyScratch {
 	return &applyScratch{overlays: store.NewPool()}

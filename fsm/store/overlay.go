@@ -329,13 +329,16 @@ func (it *ovIter) fill() {
 }
 
 // Writes returns the buffered mutations in key order, for Store.Commit.
-func (o *Overlay) Writes() []Write {
-	out := make([]Write, 0, o.items.Len())
+func (o *Overlay) Writes() []Write { return o.AppendWrites(make([]Write, 0, o.items.Len())) }
+
+// AppendWrites is Writes appended to dst (a writer's buffer for its
+// commits: a store does not keep the slices it is given).
+func (o *Overlay) AppendWrites(dst []Write) []Write {
 	o.items.Ascend(func(it item) bool {
-		out = append(out, Write{Key: it.key, Val: it.val})
+		dst = append(dst, Write{Key: it.key, Val: it.val})
 		return true
 	})
-	return out
+	return dst
 }
 
 // MayHavePrefix implements PrefixProber: one B-tree seek here and one in a

@@ -26,7 +26,9 @@ type Store interface {
 	// Commit writes batches atomically, each batch in its own transaction,
 	// in order. A store may keep the keys and values it is given (an
 	// in-memory mirror or cache may): the caller hands them over and never
-	// modifies them afterwards.
+	// modifies them afterwards. The slices that hold them (batches and each
+	// batch) are the caller's again once Commit returns: a store does not
+	// keep them.
 	Commit(batches [][]Write) error
 	// Replace discards all state and loads the pairs produced by load.
 	Replace(load func(put func(k, v []byte) error) error) error
