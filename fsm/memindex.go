@@ -21,10 +21,10 @@ import (
 type IndexedStore struct {
 	inner store.Store
 	mu    sync.Mutex
-	mem   *store.Tree
+	mem   *mirror
 	// snap is a read-only clone of mem shared by every view taken since
 	// the last commit (Tree.Clone itself is not safe for concurrent use).
-	snap *store.Tree
+	snap *mirror
 	// recent holds the run and task records the last commits wrote, for the
 	// applier only (see ApplyView).
 	recent recentCache
@@ -64,7 +64,7 @@ func NewIndexedStore(inner store.Store) (*IndexedStore, error) {
 
 func (s *IndexedStore) reload() error {
 	s.stopLabelBuild()
-	mem := store.NewTree()
+	mem := newMirror()
 	r, release, err := s.inner.View()
 	if err != nil {
 		return err
@@ -247,7 +247,7 @@ func (s *IndexedStore) Close() error {
 
 type indexedReader struct {
 	inner  Reader
-	mem    *store.Tree
+	mem    *mirror
 	recent *recentCache // set in an ApplyView
 	runs   *runFilter   // set in an ApplyView
 	labels *store.Tree  // nil while the label index is being built
@@ -349,15 +349,9 @@ func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []b
 		}
 		return true
 	})
-	before := func(a, b []byte) bool {
-		if reverse {
-			return bytes.Compare(a, b) > 0
-		}
-		return bytes.Compare(a, b) < 0
-	}
 	i, stopped := 0, false
 	err := r.inner.Scan(prefix, start, reverse, func(k, v []byte) bool {
-		for ; i < len(extra) && before(extra[i].Key, k); i++ {
+		for ; i < len(extra) && scanBefore(extra[i].Key, k, reverse); i++ {
 			if !fn(extra[i].Key, extra[i].Val) {
 				stopped = true
 				return false
