@@ -113,8 +113,9 @@ func (a *Agent) methodTable() map[string]rpc.Handler {
 	}
 }
 
-// writeTimeout bounds a write that has no wait of its own.
-const writeTimeout = 10 * time.Second
+// writeTimeout bounds a write that has no wait of its own (rpc.WriteBudget:
+// a method with rpc.FlagWriteBudget gets its context with it already).
+const writeTimeout = rpc.WriteBudget
 
 // waitMargin is how long past its own wait a long poll may take.
 const waitMargin = 500 * time.Millisecond

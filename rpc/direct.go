@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 	"unsafe"
 
 	gojson "github.com/goccy/go-json"
@@ -110,7 +111,7 @@ func (s *Server) serveDirect(cs *connState, id json.RawMessage, method []byte, p
 	cs.idMu.Unlock()
 	cs.direct.Add(1)
 	j := directJobs.Get().(*directJob)
-	*j = directJob{s: s, cs: cs, id: id, key: key, method: e.name, h: e.h, params: params}
+	*j = directJob{s: s, cs: cs, id: id, key: key, method: e.name, h: e.h, budget: e.budget, params: params}
 	s.warm.start(j)
 	return true
 }
@@ -118,8 +119,9 @@ func (s *Server) serveDirect(cs *connState, id json.RawMessage, method []byte, p
 // directEntry is a method of the direct path: its name (the table's own
 // string) and handler.
 type directEntry struct {
-	name string
-	h    Handler
+	name   string
+	h      Handler
+	budget bool // FlagWriteBudget
 }
 
 // directJob is one call on the direct path, run by a warm goroutine.
@@ -130,17 +132,18 @@ type directJob struct {
 	key    string // id as the in-flight key
 	method string
 	h      Handler
+	budget bool
 	params json.RawMessage
 }
 
 var directJobs = sync.Pool{New: func() any { return new(directJob) }}
 
 func (j *directJob) run() {
-	s, cs, id, key, method, h, params := j.s, j.cs, j.id, j.key, j.method, j.h, j.params
+	s, cs, id, key, method, h, budget, params := j.s, j.cs, j.id, j.key, j.method, j.h, j.budget, j.params
 	*j = directJob{}
 	directJobs.Put(j)
 	defer cs.direct.Done()
-	ctx, cancel := context.WithCancel(cs.ctx)
+	ctx, cancel := callContext(cs.ctx, budget)
 	res, werr := s.call(ctx, cs, method, h, params)
 	cancel()
 	cs.idMu.Lock()
@@ -148,6 +151,15 @@ func (j *directJob) run() {
 	cs.idMu.Unlock()
 	<-cs.sem
 	cs.ch.reply(id, res, werr)
+}
+
+// callContext is a direct call's context: ended when its handler returns,
+// and for a method with FlagWriteBudget already bounded by WriteBudget.
+func callContext(conn context.Context, budget bool) (context.Context, context.CancelFunc) {
+	if budget {
+		return context.WithDeadline(conn, time.Now().Add(WriteBudget))
+	}
+	return context.WithCancel(conn)
 }
 
 // reply writes the response to call id: its encoded result, or werr. A

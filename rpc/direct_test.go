@@ -158,3 +158,30 @@ func TestCloseEndsDirectCalls(t *testing.T) {
 		t.Fatal("the connection still waits for its call after Close")
 	}
 }
+
+// A method with FlagWriteBudget runs under WriteBudget from the start on
+// the direct path (its handler's own budget then makes no second context);
+// any other method's context has no deadline the server set.
+func TestDirectCallsOfWriteBudgetMethodsStartWithIt(t *testing.T) {
+	if spec, _ := LookupMethod(MethodTaskComplete); spec.Flags&FlagWriteBudget == 0 {
+		t.Fatal("task.complete lost FlagWriteBudget")
+	}
+	deadlines := make(chan time.Duration, 1) // 0: none
+	probe := func(ctx context.Context, _ json.RawMessage) (any, error) {
+		var left time.Duration
+		if dl, ok := ctx.Deadline(); ok {
+			left = time.Until(dl)
+		}
+		deadlines <- left
+		return true, nil
+	}
+	c := pipeServer(t, NewServer(map[string]Handler{MethodTaskComplete: probe, MethodRunGet: probe}, Options{Logger: quietLogger()}))
+	c.roundTrip(`{"jsonrpc":"2.0","id":1,"method":"task.complete","params":{}}`, 0)
+	if left := <-deadlines; left <= 0 || left > WriteBudget {
+		t.Fatalf("task.complete ran with %v left, want (0, %v]", left, WriteBudget)
+	}
+	c.roundTrip(`{"jsonrpc":"2.0","id":2,"method":"run.get","params":{}}`, 0)
+	if left := <-deadlines; left != 0 {
+		t.Fatalf("run.get ran under a deadline the server set (%v left)", left)
+	}
+}

@@ -1,5 +1,7 @@
 package rpc
 
+import "time"
+
 // The method table: every fact of the protocol about a method, one row per
 // method, beside the method names. Where a leader-aware Client sends it
 // (route class, docs/rpc.md "Which node serves a call"), who may call it
@@ -135,7 +137,18 @@ const (
 	// before it runs on the leader, reports only the agent's own status, or
 	// moves bytes of a snapshot file. Every other method waits for it.
 	FlagUnfenced
+	// FlagWriteBudget: a write bounded by WriteBudget from the start (its
+	// handler sets no wait of its own first). A call the server serves
+	// itself starts its context with that deadline, so the handler's
+	// budget finds it set and makes no second context and timer (on the
+	// leader, the hot writes' largest per-call cost after the socket).
+	FlagWriteBudget
 )
+
+// WriteBudget bounds a write that has no wait of its own: past it the
+// caller is answered -32004, its outcome unknown (docs/rpc.md, "Timeouts
+// and long polls").
+const WriteBudget = 10 * time.Second
 
 // MethodSpec is one row of the method table.
 type MethodSpec struct {
@@ -167,6 +180,7 @@ var methodTable = func() []MethodSpec {
 		adminOnly, rw       = RoleNone, RoleRead | RoleWorker
 		exempt, unfenced    = FlagHealthExempt, FlagUnfenced
 		consistent, onNode  = FlagConsistent, FlagNodeAddressed
+		budget              = FlagWriteBudget
 	)
 	return []MethodSpec{
 		// The connected agent itself, or its connection.
@@ -201,7 +215,7 @@ var methodTable = func() []MethodSpec {
 		{MethodACLTokenList, read, adminOnly, 0},
 
 		// Writes, long polls and leader memory.
-		{MethodRunSubmit, leader, adminOnly, unfenced},
+		{MethodRunSubmit, leader, adminOnly, unfenced | budget},
 		{MethodRunReplay, leader, adminOnly, 0},
 		{MethodRunRetry, leader, adminOnly, 0},
 		{MethodRunCancel, leader, adminOnly, 0},
@@ -211,9 +225,9 @@ var methodTable = func() []MethodSpec {
 		{MethodRunSignal, leader, adminOnly, 0},
 		{MethodRunWait, leader, RoleRead, 0},            // long poll
 		{MethodTaskClaim, leader, RoleWorker, unfenced}, // long poll
-		{MethodTaskHeartbeat, leader, RoleWorker, unfenced},
-		{MethodTaskComplete, leader, RoleWorker, unfenced},
-		{MethodTaskFail, leader, RoleWorker, unfenced},
+		{MethodTaskHeartbeat, leader, RoleWorker, unfenced | budget},
+		{MethodTaskComplete, leader, RoleWorker, unfenced | budget},
+		{MethodTaskFail, leader, RoleWorker, unfenced | budget},
 		{MethodTaskSignal, leader, adminOnly, 0},
 		{MethodQueuePause, leader, adminOnly, 0},
 		{MethodQueueResume, leader, adminOnly, 0},

@@ -222,7 +222,8 @@ func NewServer(methods map[string]Handler, opts Options) *Server {
 	}
 	for name, h := range methods {
 		s.methods[name] = s.wrap(name, h)
-		s.handlers[name] = directEntry{name: name, h: h}
+		spec, _ := LookupMethod(name)
+		s.handlers[name] = directEntry{name: name, h: h, budget: spec.Flags&FlagWriteBudget != 0}
 		s.names = append(s.names, name)
 	}
 	sort.Strings(s.names)
