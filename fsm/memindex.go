@@ -349,26 +349,7 @@ func (r indexedReader) Scan(prefix, start []byte, reverse bool, fn func(k, v []b
 		}
 		return true
 	})
-	i, stopped := 0, false
-	err := r.inner.Scan(prefix, start, reverse, func(k, v []byte) bool {
-		for ; i < len(extra) && scanBefore(extra[i].Key, k, reverse); i++ {
-			if !fn(extra[i].Key, extra[i].Val) {
-				stopped = true
-				return false
-			}
-		}
-		if !fn(k, v) {
-			stopped = true
-			return false
-		}
-		return true
-	})
-	for ; err == nil && !stopped && i < len(extra); i++ {
-		if !fn(extra[i].Key, extra[i].Val) {
-			break
-		}
-	}
-	return err
+	return mergeScan(r.inner, prefix, start, reverse, extra, fn)
 }
 
 // coversDerived reports whether a scan of prefix can meet derived keys.

@@ -79,10 +79,16 @@ func (m *mirror) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) b
 		runs = append(runs, store.Write{Key: k, Val: v})
 		return true
 	})
+	return mergeScan(m.hot, prefix, start, reverse, runs, fn)
+}
+
+// mergeScan scans r and visits, in the scan's order, its pairs and those of
+// extra (already in that order, none also in r).
+func mergeScan(r store.Reader, prefix, start []byte, reverse bool, extra []store.Write, fn func(k, v []byte) bool) error {
 	i, stopped := 0, false
-	_ = m.hot.Scan(prefix, start, reverse, func(k, v []byte) bool {
-		for ; i < len(runs) && scanBefore(runs[i].Key, k, reverse); i++ {
-			if !fn(runs[i].Key, runs[i].Val) {
+	err := r.Scan(prefix, start, reverse, func(k, v []byte) bool {
+		for ; i < len(extra) && scanBefore(extra[i].Key, k, reverse); i++ {
+			if !fn(extra[i].Key, extra[i].Val) {
 				stopped = true
 				return false
 			}
@@ -93,12 +99,12 @@ func (m *mirror) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) b
 		}
 		return true
 	})
-	for ; !stopped && i < len(runs); i++ {
-		if !fn(runs[i].Key, runs[i].Val) {
+	for ; err == nil && !stopped && i < len(extra); i++ {
+		if !fn(extra[i].Key, extra[i].Val) {
 			break
 		}
 	}
-	return nil
+	return err
 }
 
 // scanBefore reports whether a comes before b in a scan's order.
