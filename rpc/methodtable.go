@@ -140,8 +140,8 @@ const (
 	// FlagWriteBudget: a write bounded by WriteBudget from the start (its
 	// handler sets no wait of its own first). A call the server serves
 	// itself starts its context with that deadline, so the handler's
-	// budget finds it set and makes no second context and timer (on the
-	// leader, the hot writes' largest per-call cost after the socket).
+	// budget finds it set and makes no second context and timer (rpc's
+	// DESIGN.md).
 	FlagWriteBudget
 )
 
