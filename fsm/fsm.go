@@ -259,9 +259,6 @@ func (f *FSM) ApplyBatch(entries []Entry) []any {
 			batch.Rollback() // rejected: nothing changes, but the index advances
 		} else {
 			batch.End()
-			if events == nil { // sized for as many per entry to come
-				events = make([]Event, 0, len(a.events)*(len(entries)-i))
-			}
 			events = append(events, a.events...)
 		}
 		sc.takeBack(a)

@@ -263,13 +263,15 @@ func (r indexedReader) Get(key []byte) ([]byte, bool, error) {
 	if isHot(key) {
 		return r.mem.Get(key)
 	}
-	if r.runs != nil && bytes.HasPrefix(key, pfxRun) && !r.runs.mayHold(key[len(pfxRun):]) {
-		return nil, false, nil
-	}
 	if r.recent != nil {
 		if v, found, ok := r.recent.get(key); ok {
 			return v, found, nil
 		}
+	}
+	// After the recent records: a run read back by its claim or completion
+	// is found there without hashing its id.
+	if r.runs != nil && bytes.HasPrefix(key, pfxRun) && !r.runs.mayHold(key[len(pfxRun):]) {
+		return nil, false, nil
 	}
 	return r.inner.Get(key)
 }
