@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/google/btree"
 )
@@ -16,41 +17,92 @@ import (
 // part of it after a Savepoint, can be undone in place (Rollback,
 // RollbackTo) without a write buffer of its own to build and merge.
 //
+// Each buffered write is a cell held twice: by key in a map, for point
+// reads and rewrites, and in key order in a B-tree of pointers, for scans
+// and Writes. A job's commands write ~20 keys, about half of them rewrites
+// of a key the same batch wrote; a rewrite changes its cell in place and a
+// read is one hash lookup, where a B-tree of the writes themselves cost a
+// search of byte comparisons for each and an insert that shifted 56-byte
+// items (fsm/store/DESIGN.md, "The overlay's two indexes").
+//
 // Sizes count key + value + 16 bytes per write (TxnLimiter's unit). An
 // Overlay is not safe for concurrent use.
 type Overlay struct {
 	base  Reader
-	items *btree.BTreeG[item]
+	cells *btree.BTreeG[*item]
+	index map[string]*item
+	// Cells come a chunk at a time: slab is what is left of the chunk in
+	// use, used the chunks handed out, spare the pool's chunks not yet
+	// needed.
+	slab        []item
+	used, spare [][]item
+	pivot item   // the search key of the tree's walks (no allocation per walk)
 	size  int
 
 	journaling bool
 	undo       []undoRec
 	entrySize  int
 
-	spareIters []*ovIter // see iter
+	merger
 }
 
+// undoRec is one change of a journaled unit: the cell it changed and the
+// cell's contents before.
 type undoRec struct {
-	prev item // the replaced item; prev.key == nil if there was none
-	key  []byte
+	c    *item
+	prev item
+	op   undoOp
 }
+
+type undoOp uint8
+
+const (
+	undoChanged undoOp = iota // restore *c = prev
+	undoCreated               // c was added: remove it
+	undoDropped               // c was removed: put it back
+)
+
+// cellChunk is how many cells an overlay allocates at once.
+const cellChunk = 64
+
+// indexKey is a cell's key as the index's map key, sharing the cell's
+// bytes: a buffered key is never changed (Set copies the caller's, the
+// Owned forms take keys handed over), and the index is cleared before its
+// cells are reused.
+func indexKey(k []byte) string { return unsafe.String(unsafe.SliceData(k), len(k)) }
 
 // NewOverlay returns an empty write buffer over base.
 func NewOverlay(base Reader) *Overlay {
-	return &Overlay{base: base, items: btree.NewG(16, itemLess)}
+	return &Overlay{base: base, cells: btree.NewG(16, cellLess), index: map[string]*item{}}
+}
+
+func cellLess(a, b *item) bool { return bytes.Compare(a.key, b.key) < 0 }
+func cellKey(c *item) []byte   { return c.key }
+
+// at is the pivot of a walk from k.
+func (o *Overlay) at(k []byte) *item {
+	o.pivot.key = k
+	return &o.pivot
 }
 
 // Get implements Reader: a buffered write, else the base.
 func (o *Overlay) Get(key []byte) ([]byte, bool, error) {
-	if it, ok := o.items.Get(item{key: key}); ok {
-		return it.val, it.val != nil, nil
+	if c, ok := o.index[string(key)]; ok {
+		return c.val, c.val != nil, nil
 	}
 	return o.base.Get(key)
 }
 
 // Set implements Tx; key is copied, val is kept.
 func (o *Overlay) Set(key, val []byte) error {
-	o.SetOwned(bytes.Clone(key), val)
+	if val == nil {
+		val = []byte{}
+	}
+	if c, ok := o.index[string(key)]; ok {
+		o.change(c, val, false, len(key)+len(val)+16)
+		return nil
+	}
+	o.create(item{key: bytes.Clone(key), val: val}, len(key)+len(val)+16)
 	return nil
 }
 
@@ -76,44 +128,76 @@ func (o *Overlay) SetNewOwned(key, val []byte) {
 
 // Delete implements Tx; key is copied.
 func (o *Overlay) Delete(key []byte) error {
-	if o.dropBorn(key) {
+	if c, ok := o.index[string(key)]; ok {
+		o.deleteCell(c, len(key)+16)
 		return nil
 	}
-	o.put(item{key: bytes.Clone(key)}, len(key)+16)
+	o.create(item{key: bytes.Clone(key)}, len(key)+16)
 	return nil
 }
 
 // DeleteOwned is Delete for a key the caller hands over (see SetOwned).
 func (o *Overlay) DeleteOwned(key []byte) {
-	if !o.dropBorn(key) {
-		o.put(item{key: key}, len(key)+16)
+	if c, ok := o.index[string(key)]; ok {
+		o.deleteCell(c, len(key)+16)
+		return
 	}
+	o.create(item{key: key}, len(key)+16)
 }
 
-// dropBorn removes key if it was born in this overlay (absent below: no
-// tombstone needed) and reports whether it did.
-func (o *Overlay) dropBorn(key []byte) bool {
-	it, ok := o.items.Get(item{key: key})
-	if !ok || !it.born {
-		return false
+// deleteCell deletes a buffered key: a key born in this overlay (absent
+// below) is dropped, anything else becomes a tombstone.
+func (o *Overlay) deleteCell(c *item, n int) {
+	if !c.born {
+		o.change(c, nil, false, n)
+		return
 	}
-	o.items.Delete(it)
+	o.cells.Delete(c)
+	delete(o.index, string(c.key))
 	if o.journaling {
-		o.undo = append(o.undo, undoRec{prev: it, key: it.key})
+		o.undo = append(o.undo, undoRec{c: c, op: undoDropped})
 	}
-	return true
 }
 
+// put buffers it: a rewrite of its cell, or a new cell.
 func (o *Overlay) put(it item, n int) {
-	prev, had := o.items.ReplaceOrInsert(it)
-	if had && prev.born && !it.born && it.val != nil {
-		// Overwritten, still absent below: stays born.
-		it.born = true
-		o.items.ReplaceOrInsert(it)
+	if c, ok := o.index[string(it.key)]; ok {
+		o.change(c, it.val, it.born, n)
+		return
 	}
+	o.create(it, n)
+}
+
+// change rewrites c's value. A key overwritten while still absent below
+// (born) stays born unless the write is a tombstone.
+func (o *Overlay) change(c *item, val []byte, born bool, n int) {
+	if o.journaling {
+		o.undo = append(o.undo, undoRec{c: c, prev: *c, op: undoChanged})
+		o.entrySize += n
+	}
+	c.born = born || (c.born && val != nil)
+	c.val = val
+	o.size += n
+}
+
+// create adds a cell for a key the overlay does not hold.
+func (o *Overlay) create(it item, n int) {
+	if len(o.slab) == 0 {
+		if n := len(o.spare); n > 0 {
+			o.slab, o.spare = o.spare[n-1], o.spare[:n-1]
+		} else {
+			o.slab = make([]item, cellChunk)
+		}
+		o.used = append(o.used, o.slab)
+	}
+	c := &o.slab[0]
+	o.slab = o.slab[1:]
+	*c = it
+	o.cells.ReplaceOrInsert(c)
+	o.index[indexKey(c.key)] = c
 	o.size += n
 	if o.journaling {
-		o.undo = append(o.undo, undoRec{prev: prev, key: it.key})
+		o.undo = append(o.undo, undoRec{c: c, op: undoCreated})
 		o.entrySize += n
 	}
 }
@@ -149,12 +233,18 @@ func (o *Overlay) Mark() Savepoint { return Savepoint{len(o.undo), o.entrySize} 
 func (o *Overlay) RollbackTo(sp Savepoint) {
 	for i := len(o.undo) - 1; i >= sp.undo; i-- {
 		u := o.undo[i]
-		if u.prev.key != nil {
-			o.items.ReplaceOrInsert(u.prev)
-		} else {
-			o.items.Delete(item{key: u.key})
+		switch u.op {
+		case undoChanged:
+			*u.c = u.prev
+		case undoCreated:
+			o.cells.Delete(u.c)
+			delete(o.index, string(u.c.key))
+		case undoDropped:
+			o.cells.ReplaceOrInsert(u.c)
+			o.index[indexKey(u.c.key)] = u.c
 		}
 	}
+	clear(o.undo[sp.undo:])
 	o.undo = o.undo[:sp.undo]
 	o.size -= o.entrySize - sp.size
 	o.entrySize = sp.size
@@ -167,175 +257,41 @@ func (o *Overlay) Size() int { return o.size }
 func (o *Overlay) EntrySize() int { return o.entrySize }
 
 // Len is the number of buffered writes (tombstones included).
-func (o *Overlay) Len() int { return o.items.Len() }
+func (o *Overlay) Len() int { return o.cells.Len() }
 
-// Scan implements Reader, merging the buffered writes with the base view.
-// The buffered side is read lazily, a few items at a time, so a scan that
-// stops early (taking the head of a list) costs little however much the
-// overlay holds.
+// Scan implements Reader, merging the buffered writes with the base view
+// (merger.scan).
 func (o *Overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
-	if !o.buffersIn(prefix, start, reverse) {
-		// Nothing buffered in the range (the usual case for a scan of a
-		// range the batch did not touch): the base alone, without the
-		// merge's iterator and closures.
+	if o.cells.Len() == 0 {
 		return o.base.Scan(prefix, start, reverse, fn)
 	}
-	mine := o.iter()
-	defer o.putIter(mine)
-	mine.prefix, mine.start, mine.reverse, mine.fn = prefix, start, reverse, fn
-	if mine.mergeFn == nil {
-		mine.mergeFn = mine.merge
-	}
-	if err := o.base.Scan(prefix, start, reverse, mine.mergeFn); err != nil || mine.stopped {
-		return err
-	}
-	for {
-		it, ok := mine.peek()
-		if !ok || !mine.emit(it) {
-			return nil
-		}
-		mine.pop()
-	}
+	return o.scan(o, o.base, prefix, start, reverse, fn)
 }
 
-// merge visits a base key for Scan: the buffered items before it first,
-// then the key itself unless a buffered write shadows it.
-func (it *ovIter) merge(k, v []byte) bool {
-	for {
-		x, ok := it.peek()
-		if !ok || !it.before(x.key, k) {
-			break
-		}
-		it.pop()
-		if !it.emit(x) {
-			return false
-		}
-	}
-	if x, ok := it.peek(); ok && bytes.Equal(x.key, k) {
-		it.pop()
-		return it.emit(x) // the buffered write shadows the base value
-	}
-	if !it.fn(k, v) {
-		it.stopped = true
-		return false
-	}
-	return true
-}
-
-func (it *ovIter) before(a, b []byte) bool {
-	if it.reverse {
-		return bytes.Compare(a, b) > 0
-	}
-	return bytes.Compare(a, b) < 0
-}
-
-// emit hands a buffered item to the scan's visitor (a tombstone is skipped).
-func (it *ovIter) emit(x item) bool {
-	if x.val == nil {
-		return true
-	}
-	if !it.fn(x.key, x.val) {
-		it.stopped = true
-		return false
-	}
-	return true
-}
-
-// buffersIn reports whether the overlay holds an item (a write or a
-// tombstone) in a scan's range.
-func (o *Overlay) buffersIn(prefix, start []byte, reverse bool) bool {
-	if o.items.Len() == 0 {
-		return false
-	}
+// holdsIn implements itemSource.
+func (o *Overlay) holdsIn(prefix, start []byte, reverse bool) bool {
 	found := false
-	walk(o.items, prefix, start, reverse, func(item) bool {
+	walkTree(o.cells, cellKey, o.at, prefix, start, reverse, func(*item) bool {
 		found = true
 		return false
 	})
 	return found
 }
 
-// iter returns a merge iterator from the overlay's spares (a writer's
-// scans run one after another, each used to allocate ~1 KB).
-func (o *Overlay) iter() *ovIter {
-	if n := len(o.spareIters); n > 0 {
-		it := o.spareIters[n-1]
-		o.spareIters = o.spareIters[:n-1]
-		return it
-	}
-	it := &ovIter{o: o}
-	it.buf = it.arr[:0]
-	return it
-}
-
-func (o *Overlay) putIter(it *ovIter) {
-	clear(it.arr[:])
-	*it = ovIter{o: o, mergeFn: it.mergeFn}
-	it.buf = it.arr[:0]
-	o.spareIters = append(o.spareIters, it)
-}
-
-// ovIter pulls an overlay's items in scan order, a chunk at a time.
-type ovIter struct {
-	o       *Overlay
-	prefix  []byte
-	start   []byte
-	reverse bool
-	arr     [ovChunk]item // buf's first backing array
-	buf     []item
-	pos     int
-	last    []byte // key of the last item fetched; the next chunk follows it
-	done    bool
-	// The merge's visitor and whether it stopped; mergeFn is it.merge, made
-	// once per iterator (closures per scan were ~7 allocations per job).
-	fn      func(k, v []byte) bool
-	stopped bool
-	mergeFn func(k, v []byte) bool
-}
-
-const ovChunk = 16
-
-func (it *ovIter) peek() (item, bool) {
-	if it.pos >= len(it.buf) && !it.done {
-		it.fill()
-	}
-	if it.pos >= len(it.buf) {
-		return item{}, false
-	}
-	return it.buf[it.pos], true
-}
-
-func (it *ovIter) pop() { it.pos++ }
-
-func (it *ovIter) fill() {
-	it.buf, it.pos = it.buf[:0], 0
-	start := it.start
-	if it.last != nil {
-		start = it.last
-	}
-	walk(it.o.items, it.prefix, start, it.reverse, func(x item) bool {
-		if it.last != nil && bytes.Equal(x.key, it.last) {
-			return true // already returned by the previous chunk
-		}
-		it.buf = append(it.buf, x)
-		return len(it.buf) < ovChunk
-	})
-	if len(it.buf) < ovChunk {
-		it.done = true
-	}
-	if len(it.buf) > 0 {
-		it.last = it.buf[len(it.buf)-1].key
-	}
+// walkItems implements itemSource: the buffered writes in a scan's range,
+// copied out of their cells.
+func (o *Overlay) walkItems(prefix, start []byte, reverse bool, it *ovIter) {
+	walkTree(o.cells, cellKey, o.at, prefix, start, reverse, func(c *item) bool { return it.take(*c) })
 }
 
 // Writes returns the buffered mutations in key order, for Store.Commit.
-func (o *Overlay) Writes() []Write { return o.AppendWrites(make([]Write, 0, o.items.Len())) }
+func (o *Overlay) Writes() []Write { return o.AppendWrites(make([]Write, 0, o.cells.Len())) }
 
 // AppendWrites is Writes appended to dst (a writer's buffer for its
 // commits: a store does not keep the slices it is given).
 func (o *Overlay) AppendWrites(dst []Write) []Write {
-	o.items.Ascend(func(it item) bool {
-		dst = append(dst, Write{Key: it.key, Val: it.val})
+	o.cells.Ascend(func(c *item) bool {
+		dst = append(dst, Write{Key: c.key, Val: c.val})
 		return true
 	})
 	return dst
@@ -345,38 +301,52 @@ func (o *Overlay) AppendWrites(dst []Write) []Write {
 // base that can tell, instead of a merged scan (a writer may ask it for a
 // prefix that almost never holds keys before every scan of it).
 func (o *Overlay) MayHavePrefix(prefix []byte) bool {
-	if firstWithPrefix(o.items, prefix) {
+	if hasPrefixIn(o.cells, cellKey, o.at, prefix) {
 		return true // a write or a tombstone: let Scan decide
 	}
-	if p, ok := o.base.(PrefixProber); ok {
+	return baseMayHavePrefix(o.base, prefix)
+}
+
+// baseMayHavePrefix asks base whether it may hold keys under prefix: yes
+// unless it can tell.
+func baseMayHavePrefix(base Reader, prefix []byte) bool {
+	if p, ok := base.(PrefixProber); ok {
 		return p.MayHavePrefix(prefix)
 	}
 	return true
 }
 
 // Pool keeps what committed overlays used, their B-tree nodes (a free
-// list) and their journal, for the next overlays a writer opens: a
-// writer that opens overlays batch after batch allocates them once. It
-// is not safe for concurrent use; bounds let an outsized batch's memory
-// go to the collector.
+// list), their key index and their journal, for the next overlays a
+// writer opens: a writer that opens overlays batch after batch allocates
+// them once. It is not safe for concurrent use; bounds let an outsized
+// batch's memory go to the collector.
 type Pool struct {
-	free *btree.FreeListG[item]
-	undo []undoRec
+	free   *btree.FreeListG[*item]
+	undo   []undoRec
+	index  map[string]*item
+	chunks [][]item
 }
 
 const (
 	poolFreeNodes = 256
 	poolMaxUndo   = 16 << 10
+	poolMaxIndex  = 16 << 10
+	poolMaxChunks = poolMaxIndex / cellChunk
 )
 
 // NewPool returns an empty pool.
-func NewPool() *Pool { return &Pool{free: btree.NewFreeListG[item](poolFreeNodes)} }
+func NewPool() *Pool { return &Pool{free: btree.NewFreeListG[*item](poolFreeNodes)} }
 
 // Overlay returns an empty write buffer over base built from the pool's
-// nodes and journal.
+// nodes, index and journal.
 func (p *Pool) Overlay(base Reader) *Overlay {
-	o := &Overlay{base: base, items: btree.NewWithFreeListG(16, itemLess, p.free)}
+	o := &Overlay{base: base, cells: btree.NewWithFreeListG(16, cellLess, p.free)}
 	o.undo, p.undo = p.undo[:0], nil
+	if o.index, p.index = p.index, nil; o.index == nil {
+		o.index = map[string]*item{}
+	}
+	o.spare, p.chunks = p.chunks, nil
 	return o
 }
 
@@ -384,10 +354,26 @@ func (p *Pool) Overlay(base Reader) *Overlay {
 // they must not be used again.
 func (p *Pool) Recycle(os ...*Overlay) {
 	for _, o := range os {
-		o.items.Clear(true)
+		o.cells.Clear(true)
 		if cap(o.undo) > cap(p.undo) && cap(o.undo) <= poolMaxUndo {
 			clear(o.undo[:cap(o.undo)])
 			p.undo = o.undo[:0]
 		}
+		if p.index == nil && len(o.index) <= poolMaxIndex {
+			clear(o.index)
+			p.index = o.index
+		}
+		for _, c := range o.used {
+			if len(p.chunks) < poolMaxChunks {
+				clear(c)
+				p.chunks = append(p.chunks, c)
+			}
+		}
+		for _, c := range o.spare {
+			if len(p.chunks) < poolMaxChunks {
+				p.chunks = append(p.chunks, c)
+			}
+		}
+		o.index, o.slab, o.used, o.spare = nil, nil, nil, nil
 	}
 }

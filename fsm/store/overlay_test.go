@@ -2,7 +2,9 @@ package store
 
 import (
 	"bytes"
+	"maps"
 	"sort"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -198,4 +200,147 @@ func TestOverlayJournalUndoesInPlace(t *testing.T) {
 	if n := pool.Overlay(r).Len(); n != 0 {
 		t.Fatalf("a recycled overlay's successor starts with %d writes", n)
 	}
+}
+
+// Any sequence of sets, new-key sets, deletes and journaled units (ended,
+// rolled back whole or to a savepoint) leaves the overlay reading, scanning,
+// sizing and writing exactly as a model that replays only what survived:
+// each key's cell, its place in the key order and its journal agree.
+func TestOverlayCellsMatchModelThroughUndo(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		keys := []string{"a", "a/1", "a/2", "b", "b/1", "c"}
+		base := NewMemStore()
+		below := map[string]bool{}
+		var ws []Write
+		for _, k := range rapid.SliceOfNDistinct(rapid.SampledFrom(keys), 0, 3, rapid.ID[string]).Draw(rt, "base") {
+			ws = append(ws, Write{Key: []byte(k), Val: []byte("base")})
+			below[k] = true
+		}
+		_ = base.Commit([][]Write{ws})
+		r, release, _ := base.View()
+		defer release()
+		pool := NewPool()
+		o := pool.Overlay(r)
+		// The model: what the overlay buffers (nil value = tombstone), and
+		// its size; a unit's savepoints are copies of it.
+		// born: set with SetNewOwned and not deleted since, so a delete
+		// drops it (no tombstone, no bytes).
+		type state struct {
+			buf  map[string][]byte
+			born map[string]bool
+			size int
+		}
+		copyState := func(s state) state {
+			c := state{buf: maps.Clone(s.buf), born: maps.Clone(s.born), size: s.size}
+			if c.buf == nil {
+				c.buf, c.born = map[string][]byte{}, map[string]bool{}
+			}
+			return c
+		}
+		cur := copyState(state{})
+		var unitStart state
+		var marks []struct {
+			sp Savepoint
+			st state
+		}
+		for i := range rapid.IntRange(1, 40).Draw(rt, "steps") {
+			k := rapid.SampledFrom(keys).Draw(rt, "key")
+			v := []byte{byte('0' + i%10)}
+			switch op := rapid.IntRange(0, 8).Draw(rt, "op"); {
+			case op <= 2:
+				_ = o.Set([]byte(k), v)
+				cur.buf[k], cur.size = v, cur.size+len(k)+len(v)+16
+			case op == 3:
+				_, buffered := cur.buf[k]
+				if below[k] || buffered {
+					continue // SetNewOwned is only for keys absent below and not buffered
+				}
+				o.SetNewOwned([]byte(k), v)
+				cur.buf[k], cur.born[k], cur.size = v, true, cur.size+len(k)+len(v)+16
+			case op <= 5:
+				_ = o.Delete([]byte(k))
+				if cur.born[k] {
+					delete(cur.buf, k)
+					delete(cur.born, k)
+				} else {
+					cur.buf[k], cur.size = nil, cur.size+len(k)+16
+				}
+			case op == 6 && !o.Journaling():
+				o.Begin()
+				unitStart, marks = copyState(cur), nil
+			case op == 6:
+				marks = append(marks, struct {
+					sp Savepoint
+					st state
+				}{o.Mark(), copyState(cur)})
+			case op == 7 && o.Journaling() && len(marks) > 0:
+				m := marks[len(marks)-1]
+				marks = marks[:len(marks)-1]
+				o.RollbackTo(m.sp)
+				cur = copyState(m.st)
+			case op == 7 && o.Journaling():
+				o.Rollback()
+				cur = copyState(unitStart)
+			case op == 8 && o.Journaling():
+				o.End()
+			}
+		}
+		// Read the overlay's writes and check each against the model.
+		got := map[string][]byte{}
+		var order []string
+		for _, w := range o.Writes() {
+			got[string(w.Key)] = w.Val
+			order = append(order, string(w.Key))
+		}
+		if !sort.StringsAreSorted(order) {
+			rt.Fatalf("writes out of key order: %v", order)
+		}
+		for k, v := range cur.buf {
+			gv, ok := got[k]
+			switch {
+			case v != nil && (!ok || !bytes.Equal(gv, v)):
+				rt.Fatalf("key %s: write %q (present %v), model %q", k, gv, ok, v)
+			case v == nil && (!ok || gv != nil):
+				rt.Fatalf("key %s: write %q (present %v), model a tombstone", k, gv, ok)
+			}
+			val, found, _ := o.Get([]byte(k))
+			if found != (v != nil) || !bytes.Equal(val, v) {
+				rt.Fatalf("Get(%s) = %q %v, model %q", k, val, found, v)
+			}
+		}
+		for k := range got {
+			if _, ok := cur.buf[k]; !ok {
+				rt.Fatalf("key %s written, the model has nothing buffered", k)
+			}
+		}
+		if o.Len() != len(got) {
+			rt.Fatalf("Len %d, writes %d", o.Len(), len(got))
+		}
+		// Scans merge the survivors with the base.
+		var scanned []string
+		_ = o.Scan(nil, nil, false, func(k, _ []byte) bool { scanned = append(scanned, string(k)); return true })
+		var want []string
+		for _, k := range keys {
+			if v, ok := cur.buf[k]; ok {
+				if v != nil {
+					want = append(want, k)
+				}
+			} else if below[k] {
+				want = append(want, k)
+			}
+		}
+		if strings.Join(scanned, ",") != strings.Join(want, ",") {
+			rt.Fatalf("scan %v, want %v", scanned, want)
+		}
+		if o.Journaling() {
+			o.End()
+		}
+		if o.Size() != cur.size {
+			rt.Fatalf("size %d, model %d", o.Size(), cur.size)
+		}
+		pool.Recycle(o)
+		if n := pool.Overlay(r).Len(); n != 0 {
+			rt.Fatalf("a recycled overlay's successor starts with %d writes", n)
+		}
+	})
 }

@@ -69,28 +69,39 @@ func (t *Tree) MayHavePrefix(prefix []byte) bool { return firstWithPrefix(t.bt()
 
 // walk visits t's items in a scan's range and order until fn returns false.
 func walk(t *btree.BTreeG[item], prefix, start []byte, reverse bool, fn func(item) bool) {
+	walkTree(t, itemKey, itemAt, prefix, start, reverse, fn)
+}
+
+func itemKey(it item) []byte { return it.key }
+func itemAt(k []byte) item   { return item{key: k} }
+
+// walkTree is walk for a B-tree of any element: key reads an element's
+// key, at makes the pivot element for a key (an overlay's tree holds
+// pointers to its writes).
+func walkTree[T any](t *btree.BTreeG[T], key func(T) []byte, at func([]byte) T, prefix, start []byte, reverse bool, fn func(T) bool) {
 	if !reverse {
 		from := prefix
 		if start != nil && bytes.Compare(start, prefix) > 0 {
 			from = start
 		}
-		t.AscendGreaterOrEqual(item{key: from}, func(it item) bool {
-			return bytes.HasPrefix(it.key, prefix) && fn(it)
+		t.AscendGreaterOrEqual(at(from), func(it T) bool {
+			return bytes.HasPrefix(key(it), prefix) && fn(it)
 		})
 		return
 	}
-	visit := func(it item) bool {
-		if !bytes.HasPrefix(it.key, prefix) {
+	visit := func(it T) bool {
+		k := key(it)
+		if !bytes.HasPrefix(k, prefix) {
 			// Above the prefix range: keep descending; below it: done.
-			return bytes.Compare(it.key, prefix) > 0
+			return bytes.Compare(k, prefix) > 0
 		}
 		return fn(it)
 	}
 	switch end := PrefixEnd(prefix); {
 	case start != nil:
-		t.DescendLessOrEqual(item{key: start}, visit)
+		t.DescendLessOrEqual(at(start), visit)
 	case end != nil:
-		t.DescendLessOrEqual(item{key: end}, visit)
+		t.DescendLessOrEqual(at(end), visit)
 	default:
 		t.Descend(visit)
 	}
@@ -98,9 +109,14 @@ func walk(t *btree.BTreeG[item], prefix, start []byte, reverse bool, fn func(ite
 
 // firstWithPrefix reports whether t holds a key starting with prefix.
 func firstWithPrefix(t *btree.BTreeG[item], prefix []byte) bool {
+	return hasPrefixIn(t, itemKey, itemAt, prefix)
+}
+
+// hasPrefixIn is firstWithPrefix for a B-tree of any element (walkTree).
+func hasPrefixIn[T any](t *btree.BTreeG[T], key func(T) []byte, at func([]byte) T, prefix []byte) bool {
 	found := false
-	t.AscendGreaterOrEqual(item{key: prefix}, func(it item) bool {
-		found = bytes.HasPrefix(it.key, prefix)
+	t.AscendGreaterOrEqual(at(prefix), func(it T) bool {
+		found = bytes.HasPrefix(key(it), prefix)
 		return false
 	})
 	return found

@@ -57,7 +57,7 @@ type WriteBehind struct {
 
 	// applyView is the reader ApplyView hands the single writer, reused
 	// (its scan iterators with it).
-	applyView *Overlay
+	applyView *windowView
 	// applyInner is the view of the store under it that ApplyView hands
 	// the writer, kept from one ApplyView to the next until the next
 	// window is written (nothing else changes that store), so an entry
@@ -149,7 +149,7 @@ func (w *WriteBehind) view(inPlace bool) (Reader, func(), error) {
 	}
 	if inPlace {
 		if w.applyView == nil {
-			w.applyView = &Overlay{}
+			w.applyView = &windowView{}
 		}
 		w.applyView.base, w.applyView.items = r, w.pending
 		return w.applyView, release, nil
@@ -157,7 +157,7 @@ func (w *WriteBehind) view(inPlace bool) (Reader, func(), error) {
 	if w.snap == nil {
 		w.snap = w.pending.Clone()
 	}
-	return &Overlay{base: r, items: w.snap}, release, nil
+	return &windowView{base: r, items: w.snap}, release, nil
 }
 
 // keptInnerView returns the writer's kept view of the store under it,
