@@ -36,8 +36,8 @@ type Overlay struct {
 	// needed.
 	slab        []item
 	used, spare [][]item
-	pivot item   // the search key of the tree's walks (no allocation per walk)
-	size  int
+	pivot       item // the search key of the tree's walks (no allocation per walk)
+	size        int
 
 	journaling bool
 	undo       []undoRec
