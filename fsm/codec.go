@@ -47,6 +47,11 @@ func marshal(v any) ([]byte, error) {
 	if m, ok := v.(msgp.Marshaler); ok {
 		return m.MarshalMsg(nil)
 	}
+	if j, ok := v.(jsonAppender); ok {
+		if out, ok := j.appendJSON(nil); ok {
+			return out, nil
+		}
+	}
 	return gojson.Marshal(v)
 }
 

@@ -251,6 +251,12 @@ func (a *applier) encodeLoaded(v any) (b []byte, scratch bool, err error) {
 		a.scratch, err = m.MarshalMsg(a.scratch[:0])
 		return a.scratch, true, err
 	}
+	if j, ok := v.(jsonAppender); ok {
+		if out, ok := j.appendJSON(a.scratch[:0]); ok {
+			a.scratch = out
+			return out, true, nil
+		}
+	}
 	b, err = marshal(v)
 	return b, false, err
 }
