@@ -74,6 +74,7 @@ generate-check:
 test: deps vet staticcheck generate-check build
 	$(GO) test -race -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v -E 'flowd/flowd/(fsm|cluster|rpc|daemon|worker|tui)(/|$$)')
+	cd internal/hashicorp-raft && $(GO) test -count=1 -run 'Await' .
 	$(MAKE) --no-print-directory test-python
 
 # The Python SDK (worker/python): installed offline into a fresh venv, as a

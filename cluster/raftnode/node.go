@@ -387,6 +387,30 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (any, uint64, error
 }
 
 // proposeEncoded replicates an encoded, stamped command (see Propose).
+// awaiter is a raft future that can be waited on until a cancel channel
+// closes (internal/hashicorp-raft's patch, DESIGN.md). Upstream raft's
+// futures are not: they are waited on in a goroutine of their own.
+type awaiter interface {
+	Await(cancel1, cancel2 <-chan struct{}) (error, bool)
+}
+
+// awaitFuture waits for fut's error until done or stop closes (answered
+// false).
+func awaitFuture(fut raft.Future, done, stop <-chan struct{}) (err error, answered bool) {
+	if aw, ok := fut.(awaiter); ok {
+		return aw.Await(done, stop)
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- fut.Error() }()
+	select {
+	case err = <-ch:
+		return err, true
+	case <-done:
+	case <-stop:
+	}
+	return nil, false
+}
+
 func (n *Node) proposeEncoded(ctx context.Context, buf []byte) (any, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, n.notLeader()
@@ -397,13 +421,11 @@ func (n *Node) proposeEncoded(ctx context.Context, buf []byte) (any, uint64, err
 		timeout = max(time.Until(dl), time.Millisecond)
 	}
 	fut := n.raft.Apply(buf, timeout)
-	done := make(chan error, 1)
-	go func() { done <- fut.Error() }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		return nil, 0, &domain.UnavailableError{Reason: "the command did not commit in time (" + ctx.Err().Error() + "); its outcome is unknown", RetryAfter: 250 * time.Millisecond}
-	case <-n.stop:
+	err, answered := awaitFuture(fut, ctx.Done(), n.stop)
+	if !answered {
+		if ctx.Err() != nil {
+			return nil, 0, &domain.UnavailableError{Reason: "the command did not commit in time (" + ctx.Err().Error() + "); its outcome is unknown", RetryAfter: 250 * time.Millisecond}
+		}
 		return nil, 0, cluster.ErrShutdown
 	}
 	if err != nil {

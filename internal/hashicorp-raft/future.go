@@ -118,6 +118,32 @@ func (d *deferError) Error() error {
 	return d.err
 }
 
+// flowd patch (DESIGN.md).
+//
+// Await is Error that also gives up when either cancel channel is closed,
+// reporting ok false: the future is still answered later, and Error still
+// waits for that. A caller that must stop waiting at a deadline or a stop
+// waits on the future itself instead of handing Error to a goroutine of its
+// own (one goroutine and one wake-up per proposal).
+func (d *deferError) Await(cancel1, cancel2 <-chan struct{}) (err error, ok bool) {
+	if d.err != nil {
+		return d.err, true
+	}
+	if d.errCh == nil {
+		panic("waiting for response on nil channel")
+	}
+	select {
+	case d.err = <-d.errCh:
+		return d.err, true
+	case <-d.ShutdownCh:
+		d.err = ErrRaftShutdown
+		return d.err, true
+	case <-cancel1:
+	case <-cancel2:
+	}
+	return nil, false
+}
+
 func (d *deferError) respond(err error) {
 	if d.errCh == nil {
 		return
