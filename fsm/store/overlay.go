@@ -36,8 +36,10 @@ type Overlay struct {
 	// needed.
 	slab        []item
 	used, spare [][]item
-	pivot       item // the search key of the tree's walks (no allocation per walk)
-	size        int
+	// pivot is the search key of the tree's walks (no allocation per
+	// walk); walks never nest: their visitors only copy cells.
+	pivot item
+	size  int
 
 	journaling bool
 	undo       []undoRec
