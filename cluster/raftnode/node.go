@@ -386,7 +386,6 @@ func (n *Node) Propose(ctx context.Context, cmd fsm.Command) (any, uint64, error
 	return n.proposeEncoded(ctx, buf)
 }
 
-// proposeEncoded replicates an encoded, stamped command (see Propose).
 // awaiter is a raft future that can be waited on until a cancel channel
 // closes (internal/hashicorp-raft's patch, DESIGN.md). Upstream raft's
 // futures are not: they are waited on in a goroutine of their own.
@@ -411,6 +410,7 @@ func awaitFuture(fut raft.Future, done, stop <-chan struct{}) (err error, answer
 	return nil, false
 }
 
+// proposeEncoded replicates an encoded, stamped command (see Propose).
 func (n *Node) proposeEncoded(ctx context.Context, buf []byte) (any, uint64, error) {
 	if n.raft.State() != raft.Leader {
 		return nil, 0, n.notLeader()
