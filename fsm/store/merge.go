@@ -192,19 +192,11 @@ func (v *windowView) Get(key []byte) ([]byte, bool, error) {
 
 // Scan implements Reader (merger.scan).
 func (v *windowView) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
-	if v.items.Len() == 0 {
-		return v.base.Scan(prefix, start, reverse, fn)
-	}
 	return v.scan(v, v.base, prefix, start, reverse, fn)
 }
 
 func (v *windowView) holdsIn(prefix, start []byte, reverse bool) bool {
-	found := false
-	walk(v.items, prefix, start, reverse, func(item) bool {
-		found = true
-		return false
-	})
-	return found
+	return anyInRange(v.items, itemKey, itemAt, prefix, start, reverse)
 }
 
 func (v *windowView) walkItems(prefix, start []byte, reverse bool, it *ovIter) {

@@ -264,20 +264,12 @@ func (o *Overlay) Len() int { return o.cells.Len() }
 // Scan implements Reader, merging the buffered writes with the base view
 // (merger.scan).
 func (o *Overlay) Scan(prefix, start []byte, reverse bool, fn func(k, v []byte) bool) error {
-	if o.cells.Len() == 0 {
-		return o.base.Scan(prefix, start, reverse, fn)
-	}
 	return o.scan(o, o.base, prefix, start, reverse, fn)
 }
 
 // holdsIn implements itemSource.
 func (o *Overlay) holdsIn(prefix, start []byte, reverse bool) bool {
-	found := false
-	walkTree(o.cells, cellKey, o.at, prefix, start, reverse, func(*item) bool {
-		found = true
-		return false
-	})
-	return found
+	return anyInRange(o.cells, cellKey, o.at, prefix, start, reverse)
 }
 
 // walkItems implements itemSource: the buffered writes in a scan's range,
@@ -303,7 +295,7 @@ func (o *Overlay) AppendWrites(dst []Write) []Write {
 // base that can tell, instead of a merged scan (a writer may ask it for a
 // prefix that almost never holds keys before every scan of it).
 func (o *Overlay) MayHavePrefix(prefix []byte) bool {
-	if hasPrefixIn(o.cells, cellKey, o.at, prefix) {
+	if anyInRange(o.cells, cellKey, o.at, prefix, nil, false) {
 		return true // a write or a tombstone: let Scan decide
 	}
 	return baseMayHavePrefix(o.base, prefix)

@@ -109,14 +109,15 @@ func walkTree[T any](t *btree.BTreeG[T], key func(T) []byte, at func([]byte) T, 
 
 // firstWithPrefix reports whether t holds a key starting with prefix.
 func firstWithPrefix(t *btree.BTreeG[item], prefix []byte) bool {
-	return hasPrefixIn(t, itemKey, itemAt, prefix)
+	return anyInRange(t, itemKey, itemAt, prefix, nil, false)
 }
 
-// hasPrefixIn is firstWithPrefix for a B-tree of any element (walkTree).
-func hasPrefixIn[T any](t *btree.BTreeG[T], key func(T) []byte, at func([]byte) T, prefix []byte) bool {
+// anyInRange reports whether t holds an element in a scan's range (walkTree):
+// one seek, the first element it finds decides.
+func anyInRange[T any](t *btree.BTreeG[T], key func(T) []byte, at func([]byte) T, prefix, start []byte, reverse bool) bool {
 	found := false
-	t.AscendGreaterOrEqual(at(prefix), func(it T) bool {
-		found = bytes.HasPrefix(key(it), prefix)
+	walkTree(t, key, at, prefix, start, reverse, func(T) bool {
+		found = true
 		return false
 	})
 	return found
