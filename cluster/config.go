@@ -90,7 +90,12 @@ type Config struct {
 	// memory before writing them out as one transaction (fsm/store
 	// WriteBehind): 0 is store.DefaultWriteBehindAge, negative writes every
 	// commit through at once.
-	StateWriteWindow  time.Duration
+	StateWriteWindow time.Duration
+	// FollowerApplyNice is how much a follower's apply thread's nice value
+	// is raised above the agent's, on Linux (raftnode/applythread.go): 0 is
+	// raftnode.DefaultFollowerApplyNice, negative applies at the agent's
+	// priority.
+	FollowerApplyNice int
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64

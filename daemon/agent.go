@@ -131,7 +131,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		RaftMultiplier: cfg.RaftMultiplier, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
 		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes, StateWriteWindow: cfg.StateWriteWindow, RaftLogStore: cfg.RaftLogStore,
-		DigestInterval: digestInterval(log), MinFreeBytes: minFreeBytes(log),
+		FollowerApplyNice: cfg.followerApplyNice(),
+		DigestInterval:    digestInterval(log), MinFreeBytes: minFreeBytes(log),
 		AutoPeriod: autoPeriod, AutoWindow: autoWindow,
 		SnapshotThreshold: snapThreshold, TrailingLogs: trailingLogs, SnapshotInterval: snapInterval,
 		CallerOf: rpc.ConnIdentity, // the group commit's linger (raftnode/batcher.go)

@@ -108,6 +108,9 @@ type Config struct {
 	// the state store writes them out together (zero: 100 ms; negative:
 	// every commit at once).
 	StateWriteWindow time.Duration `json:"state_write_window,omitempty"`
+	// FollowerApplyNice is how much a follower's apply thread's Linux nice
+	// value is raised above the agent's, 0-19 (nil: 10; 0: not at all).
+	FollowerApplyNice *int `json:"follower_apply_nice,omitempty"`
 	// ShutdownTimeout bounds a graceful stop (drain clients, hand over
 	// leadership).
 	ShutdownTimeout time.Duration `json:"shutdown_timeout,omitempty"`
@@ -135,6 +138,18 @@ type Config struct {
 // (default: yes, within AutopilotMinQuorum).
 func (c *Config) AutopilotCleanup() bool {
 	return c.AutopilotCleanupDeadServers == nil || *c.AutopilotCleanupDeadServers
+}
+
+// followerApplyNice is FollowerApplyNice as cluster.Config takes it (0:
+// the default; negative: not lowered).
+func (c *Config) followerApplyNice() int {
+	switch {
+	case c.FollowerApplyNice == nil:
+		return 0
+	case *c.FollowerApplyNice == 0:
+		return -1
+	}
+	return *c.FollowerApplyNice
 }
 
 // DefaultUpgradeAutoFinalize is --upgrade-auto-finalize when unset: long
@@ -274,6 +289,9 @@ func (c Config) Merge(over Config) Config {
 	if over.StateWriteWindow != 0 {
 		c.StateWriteWindow = over.StateWriteWindow
 	}
+	if over.FollowerApplyNice != nil {
+		c.FollowerApplyNice = over.FollowerApplyNice
+	}
 	if over.RaftLogStore != "" {
 		c.RaftLogStore = over.RaftLogStore
 	}
@@ -355,6 +373,9 @@ func (c *Config) Normalize() error {
 				c.ForwardAdvertise = adv
 			}
 		}
+	}
+	if n := c.FollowerApplyNice; n != nil && (*n < 0 || *n > 19) {
+		problems = append(problems, fmt.Sprintf("--follower-apply-nice %d must be 0 (apply at the agent's priority) to 19 (the lowest a thread can have)", *n))
 	}
 	if c.RaftLogCacheBytes < 0 || c.StateCacheBytes < 0 {
 		problems = append(problems, "--raft-log-cache-bytes and --state-cache-bytes must not be negative (0: the defaults, 64 MiB and 32 MiB)")

@@ -133,3 +133,37 @@ func TestRaftLogStoreFromFileFlagsAndValues(t *testing.T) {
 		t.Fatalf("boltdb accepted: %v", err)
 	}
 }
+
+func TestFollowerApplyNiceFromFileFlagsAndBounds(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(p, []byte("node_id: n1\ndata_dir: /tmp/x\nfollower_apply_nice: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfigFile(p)
+	if err != nil || c.FollowerApplyNice == nil || *c.FollowerApplyNice != 0 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	// The file's 0 is "not lowered", not "the default".
+	if m := c.Merge(Config{}); m.followerApplyNice() >= 0 {
+		t.Fatalf("the file's 0 became %d (cluster.Config: 0 default, negative off)", m.followerApplyNice())
+	}
+	five := 5
+	if m := c.Merge(Config{FollowerApplyNice: &five}); m.followerApplyNice() != 5 {
+		t.Fatalf("the flag did not win: %d", m.followerApplyNice())
+	}
+	if d := (&Config{}).followerApplyNice(); d != 0 {
+		t.Fatalf("unset: %d, want 0 (cluster's default)", d)
+	}
+	for _, bad := range []int{-1, 20} {
+		c := Config{NodeID: "n1", DataDir: "/d", FollowerApplyNice: &bad}
+		if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "--follower-apply-nice") {
+			t.Errorf("%d accepted: %v", bad, err)
+		}
+	}
+	for _, ok := range []int{0, 10, 19} {
+		c := Config{NodeID: "n1", DataDir: "/d", FollowerApplyNice: &ok}
+		if err := c.Normalize(); err != nil {
+			t.Errorf("%d rejected: %v", ok, err)
+		}
+	}
+}

@@ -36,7 +36,8 @@ var noopEntry = func() []byte {
 func (r *raftFSM) Apply(l *raft.Log) any { return r.ApplyBatch([]*raft.Log{l})[0] }
 
 // ApplyBatch implements raft.BatchingFSM: the whole batch is one badger
-// transaction (see fsm.FSM.ApplyBatch).
+// transaction (see fsm.FSM.ApplyBatch). A follower applies on a thread of
+// lower priority (applythread.go).
 //
 // A node whose storage failed applies nothing more (storage.go). A batch is
 // cut after a digest mark, so the node can pin its state at exactly the
@@ -45,6 +46,14 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	if r.n == nil {
 		return r.apply(logs)
 	}
+	var out []any
+	r.n.applyThread.run(!r.n.IsLeader(), func() { out = r.applyChecked(logs) })
+	return out
+}
+
+// applyChecked is ApplyBatch on a node: nothing once its storage failed,
+// and batches cut at digest marks.
+func (r *raftFSM) applyChecked(logs []*raft.Log) []any {
 	out := make([]any, 0, len(logs))
 	for len(logs) > 0 {
 		if err := r.n.Failure(); err != nil {

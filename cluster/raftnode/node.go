@@ -111,6 +111,9 @@ type Node struct {
 	failed   chan struct{}
 	disk     *diskGuard
 	digest   *digestState
+	// applyThread runs the applies while following at a lower priority
+	// (applythread.go).
+	applyThread *applyThread
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -134,6 +137,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), stop: make(chan struct{}), failed: make(chan struct{}),
 		apSet: make(chan struct{})}
 	n.digest = newDigestState(n)
+	n.applyThread = newApplyThread(cfg.FollowerApplyNice, n.log)
 	ok := false
 	defer func() {
 		if !ok {
@@ -527,6 +531,7 @@ func (n *Node) Shutdown() error {
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
+		n.applyThread.Stop()
 		n.closeAll()
 	})
 	return err

@@ -76,6 +76,7 @@ var agentCommand = &cli.Command{
 		&cli.StringFlag{Name: "raft-log-store", EnvVars: []string{"FLOWD_RAFT_LOG_STORE"}, Usage: "the raft log store of a new data dir: wal (raft-wal segment files, one fsync per append) or bolt (raft-boltdb); an existing data dir keeps the store it was created with (docs/operations.md, \"Raft log store\")", DefaultText: cluster.DefaultLogStore},
 		&cli.Int64Flag{Name: "state-cache-bytes", EnvVars: []string{"FLOWD_STATE_CACHE_BYTES"}, Usage: "the state store's block cache (badger); the state store also holds two 64 MiB memtables and a 16 MiB index cache", DefaultText: "33554432 (32 MiB)"},
 		&cli.DurationFlag{Name: "state-write-window", EnvVars: []string{"FLOWD_STATE_WRITE_WINDOW"}, Value: store.DefaultWriteBehindAge, Usage: "how long applied entries wait in memory before the state store writes them out as one transaction (a record written again within the window is written once; a crash loses nothing, the raft log replays the window); 0 writes every entry at once"},
+		&cli.IntFlag{Name: "follower-apply-nice", EnvVars: []string{"FLOWD_FOLLOWER_APPLY_NICE"}, Value: raftnode.DefaultFollowerApplyNice, Usage: "Linux: while following, apply committed entries on a thread whose nice value is this much above the agent's (0-19), so the commit path (appends, acknowledgements, the leader's work) gets a shared core first; 0 applies at the agent's priority"},
 		&cli.DurationFlag{Name: "raft-commit-timeout", EnvVars: []string{"FLOWD_RAFT_COMMIT_TIMEOUT"}, Usage: "how long the leader waits, with nothing new to replicate, before telling followers the commit index anyway (lower: followers apply sooner once traffic stops; higher: less idle CPU; at most 500ms)", DefaultText: "100ms"},
 		&cli.Int64Flag{Name: "memory-limit", EnvVars: []string{"FLOWD_MEMORY_LIMIT"}, Usage: "soft limit of the agent's Go memory in bytes (as GOMEMLIMIT; GOMEMLIMIT, if set, wins): near it the GC runs more often instead of letting the heap grow (0 = none)"},
 		&cli.DurationFlag{Name: "timer-slack", EnvVars: []string{"FLOWD_TIMER_SLACK"}, Value: time.Millisecond, Usage: "Linux timer slack of the agent's threads (how late a timed sleep may wake, so that close wake-ups merge: less CPU in context switches); set by re-executing the agent once at start, unless it already runs with it (systemd: TimerSlackNSec=); 0 keeps the inherited slack"},
@@ -137,6 +138,10 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		MaxPartialBytes: cCtx.Int64("max-partial-bytes"), MaxSubscriptions: cCtx.Int("max-subscriptions"),
 		Pprof: cCtx.Bool("pprof"), SnapshotDir: cCtx.String("snapshot-dir"),
 		SnapshotInterval: cCtx.Duration("snapshot-interval"), SnapshotRetain: cCtx.Int("snapshot-retain"),
+	}
+	if cCtx.IsSet("follower-apply-nice") { // unset: the file's, or the default
+		v := cCtx.Int("follower-apply-nice")
+		over.FollowerApplyNice = &v
 	}
 	if cCtx.IsSet("autopilot-cleanup-dead-servers") {
 		v := cCtx.Bool("autopilot-cleanup-dead-servers")
