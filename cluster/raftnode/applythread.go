@@ -73,6 +73,9 @@ func newApplyThread(nice int, log *slog.Logger) *applyThread {
 		log.Warn("a follower's applies run at the agent's priority", "err", err)
 	}}
 	if nice > 0 && threadNiceSupported {
+		if base, err := threadNice(); err == nil && base >= 19 {
+			t.nice = 0 // the agent already runs at the lowest priority
+		}
 		t.inPlace = probeInPlace()
 	}
 	return t
