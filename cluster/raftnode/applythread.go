@@ -21,46 +21,35 @@ const DefaultFollowerApplyNice = 10
 // still advances under full load (CFS never starves a runnable thread),
 // only later.
 //
-// The leader applies at the agent's priority: its apply is on every
-// caller's path. A thread's nice value can be raised without privileges
-// but lowered again only with them (CAP_SYS_NICE, or RLIMIT_NICE, systemd's
-// LimitNICE=), so there are two ways to do it, chosen once at start:
-//
-//   - in place, when the agent may lower a nice value again: raft's FSM
-//     goroutine is locked to its thread, whose nice value is raised while
-//     following and set back on becoming leader;
-//   - handed off, otherwise: a follower's applies run on a goroutine of
-//     their own, locked to a thread whose nice value is raised once; when
-//     the node becomes leader that goroutine returns still locked, so the
-//     Go runtime ends the thread rather than reuse it at that priority.
-//     Each apply then costs two thread switches (~20 µs of CPU on a small
-//     VM), about one per five jobs at full load.
+// Raft's FSM goroutine is locked to its thread, whose nice value is
+// raised while the node follows and set back when it leads: the leader's
+// apply is on every caller's path. A nice value can be raised without
+// privileges but lowered again only with them (root, CAP_SYS_NICE, or
+// RLIMIT_NICE: systemd's LimitNICE=), so without them a follower applies
+// at the agent's priority. Handing a follower's applies to a goroutine
+// locked to a lowered thread of its own instead (one that ends when the
+// node leads) was measured and not kept: its two thread switches per
+// applied batch cost more CPU than the priority won back
+// (docs/performance.md, "A follower's apply at a lower priority").
 //
 // Every call comes from raft's FSM goroutine (Apply, Snapshot and Restore
-// are never concurrent), and Stop after raft has shut down; the mutex only
-// makes a misuse safe.
+// are never concurrent); the mutex only makes a misuse safe.
 type applyThread struct {
+	mu   sync.Mutex
 	nice int // added to the agent's nice value; <= 0: off
-
-	mu sync.Mutex
 	// warn is told once that the priority could not be changed (the
 	// applies then stay at the agent's priority).
 	warn func(err error)
 
-	// In place: the thread raft's FSM goroutine is locked to (0: not yet),
-	// its nice value before it was raised, and whether it is raised.
-	inPlace bool
+	// The thread raft's FSM goroutine is locked to (0: not yet), its nice
+	// value before it was raised, and whether it is raised.
 	tid     int
 	base    int
 	lowered bool
-
-	// Handed off: the lowered goroutine's requests (nil: none running).
-	reqs chan func()
-	acks chan struct{}
-	done chan struct{}
 }
 
-// probeInPlace chooses the way (tests set it to try both).
+// probeInPlace reports whether the agent may set a raised nice value back
+// (tests replace it).
 var probeInPlace = canRestoreThreadPriority
 
 // newApplyThread returns the applyThread for cluster.Config's
@@ -72,48 +61,44 @@ func newApplyThread(nice int, log *slog.Logger) *applyThread {
 	t := &applyThread{nice: nice, warn: func(err error) {
 		log.Warn("a follower's applies run at the agent's priority", "err", err)
 	}}
-	if nice > 0 && threadNiceSupported {
+	switch {
+	case nice <= 0 || !threadNiceSupported:
+		t.nice = 0
+	case !probeInPlace():
+		t.nice = 0
+		log.Info("a follower applies at the agent's priority: this process may not set a thread's nice value back once raised; run it as root, or with CAP_SYS_NICE or an RLIMIT_NICE of 20 (systemd LimitNICE=+0, docker --ulimit nice=20), to let followers apply at a lower priority (--follower-apply-nice)")
+	default:
 		if base, err := threadNice(); err == nil && base >= 19 {
 			t.nice = 0 // the agent already runs at the lowest priority
 		}
-		t.inPlace = probeInPlace()
 	}
 	return t
 }
 
-// run runs fn at a lowered priority when follower is true and lowering is
-// on, otherwise at the agent's. It returns when fn has.
+// run runs fn, on the calling goroutine, at a lowered priority when
+// follower is true and lowering is on, otherwise at the agent's. It
+// returns when fn has.
 func (t *applyThread) run(follower bool, fn func()) {
-	if t == nil || t.nice <= 0 || !threadNiceSupported {
-		fn()
-		return
+	if t != nil {
+		t.set(follower)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inPlace {
-		t.setInPlace(follower)
-		fn()
-		return
-	}
-	if !follower {
-		t.stopLocked()
-		fn()
-		return
-	}
-	if t.reqs == nil {
-		t.startLocked()
-	}
-	t.reqs <- fn
-	<-t.acks
+	fn()
 }
 
-// setInPlace raises or restores the calling thread's nice value.
-func (t *applyThread) setInPlace(follower bool) {
+// set raises or restores the calling thread's nice value.
+func (t *applyThread) set(follower bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.nice <= 0 {
+		return
+	}
 	if t.tid == 0 {
 		if !follower {
 			return // nothing raised yet
 		}
-		// Never unlocked: the thread ends with raft's FSM goroutine.
+		// Never unlocked: the thread ends with raft's FSM goroutine (and
+		// goroutines started from it get threads the runtime's template
+		// thread creates, not copies of this one).
 		runtime.LockOSThread()
 		base, err := threadNice()
 		if err != nil {
@@ -136,60 +121,15 @@ func (t *applyThread) setInPlace(follower bool) {
 	t.lowered = follower
 }
 
-// fail turns lowering off after an error, telling warn once.
+// fail turns lowering off after an error, telling warn once. A thread
+// left raised is set back first, if it can be.
 func (t *applyThread) fail(err error) {
+	if t.lowered && threadID() == t.tid && setThreadNice(t.base) == nil {
+		t.lowered = false
+	}
 	t.nice = 0
 	if t.warn != nil {
 		t.warn(err)
 		t.warn = nil
 	}
-}
-
-func (t *applyThread) startLocked() {
-	reqs, acks, done := make(chan func()), make(chan struct{}), make(chan struct{})
-	t.reqs, t.acks, t.done = reqs, acks, done
-	warn := t.warn
-	t.warn = nil // once per agent, not per thread
-	delta := t.nice
-	go func() {
-		defer close(done)
-		// Never unlocked: the goroutine ends locked to its thread, so the
-		// runtime ends the thread instead of handing it (with its nice
-		// value) to other goroutines.
-		runtime.LockOSThread()
-		err := func() error {
-			base, err := threadNice()
-			if err != nil {
-				return err
-			}
-			return setThreadNice(min(base+delta, 19))
-		}()
-		if err != nil && warn != nil {
-			warn(err)
-		}
-		for fn := range reqs {
-			fn()
-			acks <- struct{}{}
-		}
-	}()
-}
-
-func (t *applyThread) stopLocked() {
-	if t.reqs == nil {
-		return
-	}
-	close(t.reqs)
-	<-t.done
-	t.reqs, t.acks, t.done = nil, nil, nil
-}
-
-// Stop ends the handed-off goroutine and its thread, if any (the node is
-// shutting down; raft's FSM goroutine has returned).
-func (t *applyThread) Stop() {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.stopLocked()
 }

@@ -31,48 +31,13 @@ func (a *applyThread) observed(t *testing.T, follower bool) onThread {
 	return o
 }
 
-// A handed-off follower apply runs on a thread of its own, lowered; a
-// leader's runs on the caller's thread at the caller's priority, and the
-// lowered thread is gone (a later follower apply gets a new one).
-func TestApplyThreadHandsOffFollowerApplies(t *testing.T) {
-	a := &applyThread{nice: 5}
-	defer a.Stop()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // ends locked to its thread: the thread goes with it
-		me := observe(t)
-		f := a.observed(t, true)
-		if f.tid == me.tid || f.nice != min(me.nice+5, 19) {
-			t.Errorf("follower apply on thread %d at nice %d; want another thread than the caller's %d, at nice %d", f.tid, f.nice, me.tid, min(me.nice+5, 19))
-		}
-		if again := a.observed(t, true); again.tid != f.tid {
-			t.Errorf("second follower apply on thread %d, want the lowered thread %d again", again.tid, f.tid)
-		}
-		l := a.observed(t, false)
-		if l != me {
-			t.Errorf("leader apply on thread %d at nice %d, want the caller's %d at %d", l.tid, l.nice, me.tid, me.nice)
-		}
-		a.mu.Lock()
-		running := a.reqs != nil
-		a.mu.Unlock()
-		if running {
-			t.Error("the lowered goroutine still runs after a leader apply")
-		}
-		if f2 := a.observed(t, true); f2.nice != f.nice {
-			t.Errorf("follower apply after leading at nice %d, want %d", f2.nice, f.nice)
-		}
-	}()
-	<-done
-}
-
-// In place (the agent may set a nice value back), raft's goroutine itself
-// is lowered while following and restored on leading.
+// Raft's goroutine itself is lowered while following and restored on
+// leading.
 func TestApplyThreadLowersInPlace(t *testing.T) {
 	if !canRestoreThreadPriority() {
 		t.Skip("this process may not lower a thread's nice value again (no CAP_SYS_NICE or RLIMIT_NICE)")
 	}
-	a := &applyThread{nice: 5, inPlace: true}
+	a := &applyThread{nice: 5}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -95,21 +60,22 @@ func TestApplyThreadLowersInPlace(t *testing.T) {
 }
 
 // On a cluster, the followers apply on lowered threads and the leader at
-// the agent's priority, also after leadership moved; both ways.
+// the agent's priority, also after leadership moved; where the agent may
+// not set a nice value back, every node applies at the agent's.
 func TestFollowersApplyAtLowerPriority(t *testing.T) {
-	for _, inPlace := range []bool{true, false} {
-		t.Run(fmt.Sprintf("inPlace=%v", inPlace), func(t *testing.T) {
-			if inPlace && !canRestoreThreadPriority() {
-				t.Skip("this process may not lower a thread's nice value again")
+	for _, may := range []bool{true, false} {
+		t.Run(fmt.Sprintf("privileged=%v", may), func(t *testing.T) {
+			if may && !canRestoreThreadPriority() {
+				t.Skip("this process may not lower a thread's nice value again (no CAP_SYS_NICE or RLIMIT_NICE)")
 			}
-			probeInPlace = func() bool { return inPlace }
+			probeInPlace = func() bool { return may }
 			defer func() { probeInPlace = canRestoreThreadPriority }()
-			followersApplyLowered(t)
+			followersApplyLowered(t, may)
 		})
 	}
 }
 
-func followersApplyLowered(t *testing.T) {
+func followersApplyLowered(t *testing.T, lowered bool) {
 	c := NewTestCluster(t, 3, nil)
 	base := observe(t).nice
 	type key struct{ node, run string }
@@ -153,7 +119,7 @@ func followersApplyLowered(t *testing.T) {
 			if len(got) == len(c.Nodes) {
 				for id, nice := range got {
 					want := min(base+DefaultFollowerApplyNice, 19)
-					if id == leader {
+					if id == leader || !lowered {
 						want = base
 					}
 					if nice != want {

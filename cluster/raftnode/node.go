@@ -531,7 +531,6 @@ func (n *Node) Shutdown() error {
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
-		n.applyThread.Stop()
 		n.closeAll()
 	})
 	return err
