@@ -32,8 +32,10 @@ const DefaultFollowerApplyNice = 10
 // applied batch cost more CPU than the priority won back
 // (docs/performance.md, "A follower's apply at a lower priority").
 //
-// Every call comes from raft's FSM goroutine (Apply, Snapshot and Restore
-// are never concurrent); the mutex only makes a misuse safe.
+// Every call must come from raft's FSM goroutine (Apply, Snapshot and
+// Restore are never concurrent): the first follower call locks the calling
+// goroutine to its thread, and later calls from another thread change
+// nothing. The mutex only keeps a misuse from racing.
 type applyThread struct {
 	mu   sync.Mutex
 	nice int // added to the agent's nice value; <= 0: off
