@@ -47,7 +47,7 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 		return r.apply(logs)
 	}
 	var out []any
-	r.n.applyThread.run(!r.n.IsLeader(), func() { out = r.applyChecked(logs) })
+	r.n.applyThread.run(!r.n.leads(), func() { out = r.applyChecked(logs) })
 	return out
 }
 

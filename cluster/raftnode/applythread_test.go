@@ -147,3 +147,13 @@ func followersApplyLowered(t *testing.T, lowered bool) {
 		check(fmt.Sprintf("run-%d", i+2))
 	}
 }
+
+// Raft's FSM goroutine replays the log before NewRaft returns, so before
+// n.raft is set: what it asks of the node must not need n.raft (reading
+// it raced with startRaft and could dereference nil, which
+// TestRestartAfterSnapshotAndCompaction caught under -race).
+func TestLeadsBeforeRaftIsSet(t *testing.T) {
+	if (&Node{}).leads() {
+		t.Fatal("a node without raft leads")
+	}
+}

@@ -114,6 +114,9 @@ type Node struct {
 	// applyThread runs the applies while following at a lower priority
 	// (applythread.go).
 	applyThread *applyThread
+	// raftLive is raft once NewRaft returned, for raft's own goroutines:
+	// its FSM goroutine applies (replays the log) before n.raft is set.
+	raftLive atomic.Pointer[raft.Raft]
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -329,6 +332,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.raftLive.Store(r)
 	if stream != nil {
 		stream.setServers(func() []raft.Server { return r.GetConfiguration().Configuration().Servers })
 	}
@@ -361,6 +365,13 @@ func (n *Node) Now() time.Time { return n.cfg.Clock() }
 // IsLeader reports whether raft says this node is the leader (its loops
 // start after a barrier; see LoopsRunning).
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// leads is IsLeader for raft's FSM goroutine, which runs before n.raft is
+// set: false until then (the node replays its log as a follower).
+func (n *Node) leads() bool {
+	r := n.raftLive.Load()
+	return r != nil && r.State() == raft.Leader
+}
 
 // Leader returns the current leader's id and raft address ("" if none).
 func (n *Node) Leader() (id, addr string) {
