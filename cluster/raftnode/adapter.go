@@ -46,14 +46,7 @@ func (r *raftFSM) ApplyBatch(logs []*raft.Log) []any {
 	if r.n == nil {
 		return r.apply(logs)
 	}
-	var out []any
-	r.n.applyThread.run(!r.n.leads(), func() { out = r.applyChecked(logs) })
-	return out
-}
-
-// applyChecked is ApplyBatch on a node: nothing once its storage failed,
-// and batches cut at digest marks.
-func (r *raftFSM) applyChecked(logs []*raft.Log) []any {
+	r.n.applyThread.set(!r.n.IsLeader())
 	out := make([]any, 0, len(logs))
 	for len(logs) > 0 {
 		if err := r.n.Failure(); err != nil {

@@ -3,7 +3,6 @@ package raftnode
 import (
 	"log/slog"
 	"runtime"
-	"sync"
 )
 
 // DefaultFollowerApplyNice is how much a follower's apply thread's nice
@@ -23,31 +22,27 @@ const DefaultFollowerApplyNice = 10
 //
 // Raft's FSM goroutine is locked to its thread, whose nice value is
 // raised while the node follows and set back when it leads: the leader's
-// apply is on every caller's path. A nice value can be raised without
-// privileges but lowered again only with them (root, CAP_SYS_NICE, or
-// RLIMIT_NICE: systemd's LimitNICE=), so without them a follower applies
-// at the agent's priority. Handing a follower's applies to a goroutine
+// apply is on every caller's path (unlocking it while it leads measured
+// worse). A nice value can be raised without privileges but lowered again
+// only with them (root, CAP_SYS_NICE, or RLIMIT_NICE: systemd's
+// LimitNICE=), so without them a follower applies at the agent's
+// priority. Handing a follower's applies to a goroutine
 // locked to a lowered thread of its own instead (one that ends when the
 // node leads) was measured and not kept: its two thread switches per
 // applied batch cost more CPU than the priority won back
 // (docs/performance.md, "A follower's apply at a lower priority").
 //
-// Every call must come from raft's FSM goroutine (Apply, Snapshot and
-// Restore are never concurrent): the first follower call locks the calling
-// goroutine to its thread, and later calls from another thread change
-// nothing. The mutex only keeps a misuse from racing.
+// set is called only from raft's FSM goroutine (Apply, Snapshot and
+// Restore are never concurrent), before each batch: the first lowering
+// locks that goroutine to its thread for good, and a batch that changes
+// nothing costs no system call.
 type applyThread struct {
-	mu   sync.Mutex
-	nice int // added to the agent's nice value; <= 0: off
-	// warn is told once that the priority could not be changed (the
-	// applies then stay at the agent's priority).
-	warn func(err error)
+	nice int // added to the agent's nice value while following; <= 0: off
+	log  *slog.Logger
 
-	// The thread raft's FSM goroutine is locked to (0: not yet), its nice
-	// value before it was raised, and whether it is raised.
-	tid     int
-	base    int
-	lowered bool
+	locked  bool // raft's FSM goroutine is locked to its thread
+	base    int  // that thread's nice value before it was raised
+	lowered bool // whether it is raised
 }
 
 // probeInPlace reports whether the agent may set a raised nice value back
@@ -60,9 +55,7 @@ func newApplyThread(nice int, log *slog.Logger) *applyThread {
 	if nice == 0 {
 		nice = DefaultFollowerApplyNice
 	}
-	t := &applyThread{nice: nice, warn: func(err error) {
-		log.Warn("a follower's applies run at the agent's priority", "err", err)
-	}}
+	t := &applyThread{nice: nice, log: log}
 	switch {
 	case nice <= 0 || !threadNiceSupported:
 		t.nice = 0
@@ -77,40 +70,23 @@ func newApplyThread(nice int, log *slog.Logger) *applyThread {
 	return t
 }
 
-// run runs fn, on the calling goroutine, at a lowered priority when
-// follower is true and lowering is on, otherwise at the agent's. It
-// returns when fn has.
-func (t *applyThread) run(follower bool, fn func()) {
-	if t != nil {
-		t.set(follower)
-	}
-	fn()
-}
-
-// set raises or restores the calling thread's nice value.
+// set raises the calling thread's nice value for a follower's apply and
+// sets it back for a leader's.
 func (t *applyThread) set(follower bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.nice <= 0 {
+	if t == nil || t.nice <= 0 || follower == t.lowered {
 		return
 	}
-	if t.tid == 0 {
-		if !follower {
-			return // nothing raised yet
-		}
-		// Never unlocked: the thread ends with raft's FSM goroutine (and
-		// goroutines started from it get threads the runtime's template
-		// thread creates, not copies of this one).
+	if !t.locked {
+		// Never unlocked: the thread ends with raft's FSM goroutine, and
+		// threads the runtime starts meanwhile come from its template
+		// thread, not copies of this one.
 		runtime.LockOSThread()
 		base, err := threadNice()
 		if err != nil {
 			t.fail(err)
 			return
 		}
-		t.tid, t.base = threadID(), base
-	}
-	if threadID() != t.tid || follower == t.lowered {
-		return // another goroutine (not raft's), or nothing to change
+		t.locked, t.base = true, base
 	}
 	want := t.base
 	if follower {
@@ -123,15 +99,12 @@ func (t *applyThread) set(follower bool) {
 	t.lowered = follower
 }
 
-// fail turns lowering off after an error, telling warn once. A thread
-// left raised is set back first, if it can be.
+// fail turns lowering off after an error (so it is told once), setting a
+// raised thread back first if it can.
 func (t *applyThread) fail(err error) {
-	if t.lowered && threadID() == t.tid && setThreadNice(t.base) == nil {
+	if t.lowered && setThreadNice(t.base) == nil {
 		t.lowered = false
 	}
 	t.nice = 0
-	if t.warn != nil {
-		t.warn(err)
-		t.warn = nil
-	}
+	t.log.Warn("a follower's applies run at the agent's priority", "err", err, "still_lowered", t.lowered)
 }

@@ -4,6 +4,7 @@ package raftnode
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
@@ -26,9 +27,8 @@ func observe(t *testing.T) onThread {
 
 func (a *applyThread) observed(t *testing.T, follower bool) onThread {
 	t.Helper()
-	var o onThread
-	a.run(follower, func() { o = observe(t) })
-	return o
+	a.set(follower)
+	return observe(t)
 }
 
 // Raft's goroutine itself is lowered while following and restored on
@@ -37,7 +37,7 @@ func TestApplyThreadLowersInPlace(t *testing.T) {
 	if !canRestoreThreadPriority() {
 		t.Skip("this process may not lower a thread's nice value again (no CAP_SYS_NICE or RLIMIT_NICE)")
 	}
-	a := &applyThread{nice: 5}
+	a := &applyThread{nice: 5, log: slog.Default()}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -149,11 +149,11 @@ func followersApplyLowered(t *testing.T, lowered bool) {
 }
 
 // Raft's FSM goroutine replays the log before NewRaft returns, so before
-// n.raft is set: what it asks of the node must not need n.raft (reading
+// n.raft is set: IsLeader must not need n.raft (reading
 // it raced with startRaft and could dereference nil, which
 // TestRestartAfterSnapshotAndCompaction caught under -race).
-func TestLeadsBeforeRaftIsSet(t *testing.T) {
-	if (&Node{}).leads() {
+func TestIsLeaderBeforeRaftIsSet(t *testing.T) {
+	if (&Node{}).IsLeader() {
 		t.Fatal("a node without raft leads")
 	}
 }

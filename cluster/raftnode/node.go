@@ -114,8 +114,8 @@ type Node struct {
 	// applyThread runs the applies while following at a lower priority
 	// (applythread.go).
 	applyThread *applyThread
-	// raftLive is raft once NewRaft returned, for raft's own goroutines:
-	// its FSM goroutine applies (replays the log) before n.raft is set.
+	// raftLive is raft once NewRaft returned, for IsLeader: raft's FSM
+	// goroutine applies (replays the log) before n.raft is set.
 	raftLive atomic.Pointer[raft.Raft]
 
 	stop     chan struct{}
@@ -363,12 +363,9 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 func (n *Node) Now() time.Time { return n.cfg.Clock() }
 
 // IsLeader reports whether raft says this node is the leader (its loops
-// start after a barrier; see LoopsRunning).
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
-
-// leads is IsLeader for raft's FSM goroutine, which runs before n.raft is
-// set: false until then (the node replays its log as a follower).
-func (n *Node) leads() bool {
+// start after a barrier; see LoopsRunning). Raft's FSM goroutine asks it
+// while it replays the log, before NewRaft returns: false until then.
+func (n *Node) IsLeader() bool {
 	r := n.raftLive.Load()
 	return r != nil && r.State() == raft.Leader
 }
