@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ type Config struct {
 	StateCacheBytes int64 `json:"state_cache_bytes,omitempty"`
 	// StateWriteWindow is how long applied commits wait in memory before
 	// the state store writes them out together (zero: 100 ms; negative:
-	// every commit at once).
+	// every commit at once, which the config file and the flag write as 0).
 	StateWriteWindow time.Duration `json:"state_write_window,omitempty"`
 	// FollowerApplyNice is how much a follower's apply thread's Linux nice
 	// value is raised above the agent's, 0-19 (nil: 10; 0: not at all).
@@ -162,6 +163,24 @@ const DefaultIdleTypeAfter = 30 * time.Second
 // ForwardPortOffset derives the default forwarding port from the raft port.
 const ForwardPortOffset = 1000
 
+// durationKeys are the config file keys of Config's durations, which the
+// file writes as the flags do ("500ms", "10s"): every time.Duration field's
+// JSON name, so a duration added to Config is read like the others.
+var durationKeys = func() []string {
+	var keys []string
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type != reflect.TypeFor[time.Duration]() {
+			continue
+		}
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}()
+
 // LoadConfigFile reads a YAML or JSON config file.
 func LoadConfigFile(path string) (Config, error) {
 	var c Config
@@ -178,13 +197,14 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := json.Unmarshal(js, &raw); err != nil {
 		return c, fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, k := range []string{"raft_heartbeat_timeout", "raft_election_timeout", "raft_leader_lease_timeout", "raft_commit_timeout",
-		"shutdown_timeout", "line_timeout", "idle_timeout", "idle_type_after", "upgrade_auto_finalize", "snapshot_interval",
-		"autopilot_last_contact_threshold", "autopilot_server_stabilization_time", "autopilot_dead_server_after"} {
+	for _, k := range durationKeys {
 		if v, ok := raw[k].(string); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return c, fmt.Errorf("config file %s: %s: %v (write durations like 500ms or 10s)", path, k, err)
+			}
+			if d == 0 && k == "state_write_window" {
+				d = -1 // as the flag's 0: every entry written at once (zero in Config is the default)
 			}
 			raw[k] = int64(d)
 		}

@@ -120,9 +120,8 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		LeaderLeaseTimeout: cCtx.Duration("raft-leader-lease-timeout"),
 		CommitTimeout:      cCtx.Duration("raft-commit-timeout"),
 		RaftLogCacheBytes:  cCtx.Int("raft-log-cache-bytes"), StateCacheBytes: cCtx.Int64("state-cache-bytes"),
-		StateWriteWindow: writeWindow(cCtx.Duration("state-write-window")),
-		RaftLogStore:     cCtx.String("raft-log-store"),
-		ShutdownTimeout:  cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
+		RaftLogStore:    cCtx.String("raft-log-store"),
+		ShutdownTimeout: cCtx.Duration("shutdown-timeout"), IdleTypeAfter: cCtx.Duration("idle-type-after"), Version: version,
 		UpgradeAutoFinalize: cCtx.Duration("upgrade-auto-finalize"),
 		AutopilotMinQuorum:  cCtx.Int("autopilot-min-quorum"), AutopilotLastContactThreshold: cCtx.Duration("autopilot-last-contact-threshold"),
 		AutopilotServerStabilizationTime: cCtx.Duration("autopilot-server-stabilization-time"),
@@ -138,6 +137,9 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		MaxPartialBytes: cCtx.Int64("max-partial-bytes"), MaxSubscriptions: cCtx.Int("max-subscriptions"),
 		Pprof: cCtx.Bool("pprof"), SnapshotDir: cCtx.String("snapshot-dir"),
 		SnapshotInterval: cCtx.Duration("snapshot-interval"), SnapshotRetain: cCtx.Int("snapshot-retain"),
+	}
+	if cCtx.IsSet("state-write-window") { // unset: the file's, or the default
+		over.StateWriteWindow = writeWindow(cCtx.Duration("state-write-window"))
 	}
 	if cCtx.IsSet("follower-apply-nice") { // unset: the file's, or the default
 		v := cCtx.Int("follower-apply-nice")
