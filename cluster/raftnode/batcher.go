@@ -160,6 +160,9 @@ type groupReq struct {
 	buf []byte
 	// work is how many tasks the command can make ready (readyWork).
 	work int
+	// submit: the command is a run.submit, which makes work ready and
+	// takes none (orderGroup).
+	submit bool
 	// caller identifies the connection the command came from
 	// (Config.CallerOf; nil: unknown).
 	caller any
@@ -192,6 +195,7 @@ func (n *Node) ProposeGrouped(ctx context.Context, cmd fsm.Command) (any, uint64
 	r := groupReqPool.Get().(*groupReq)
 	r.buf = buf
 	r.work = readyWork(cmd)
+	_, r.submit = cmd.(*fsm.Submit)
 	r.caller = n.callerOf(ctx)
 	r.gone.Store(false)
 	b := n.batch
@@ -269,6 +273,7 @@ func (b *batcher) flush() {
 		clear(b.queue[rest:])
 		b.queue = b.queue[:rest]
 		b.mu.Unlock()
+		orderGroup(batch)
 		back := b.returning(batch)
 		start := time.Now()
 		b.propose(batch)
@@ -276,6 +281,50 @@ func (b *batcher) flush() {
 		b.stats.proposed(len(batch), took)
 		last, linger = back, lingerFor(back, took)
 	}
+}
+
+// orderGroup moves the group's submits ahead of the other commands, each
+// keeping its order among its own kind, so that a completion that claims its
+// worker's next task (or any claim in the group) applies after the work the
+// same entry makes ready and takes it, instead of finding none and leaving
+// its worker to ask again (a task.claim call that waits, then rides in a
+// later entry). Commands in one group were concurrent, so any order of
+// them is one the callers could have seen; a caller's own commands keep
+// theirs: a submit does not pass an earlier command of its caller, nor of
+// an unknown one.
+func orderGroup(batch []*groupReq) {
+	moved := false
+	for i, r := range batch {
+		if r.submit && i > 0 && !batch[i-1].submit {
+			moved = true
+			break
+		}
+	}
+	if !moved {
+		return
+	}
+	front := make([]*groupReq, 0, len(batch))
+	rest := make([]*groupReq, 0, len(batch))
+	for _, r := range batch {
+		if r.submit && r.caller != nil && !passes(rest, r.caller) {
+			front = append(front, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	copy(batch, front)
+	copy(batch[len(front):], rest)
+}
+
+// passes reports whether one of held came from caller (or from a caller
+// the node cannot tell).
+func passes(held []*groupReq, caller any) bool {
+	for _, r := range held {
+		if r.caller == nil || r.caller == caller {
+			return true
+		}
+	}
+	return false
 }
 
 // callerOf names the connection ctx comes from (Config.CallerOf), or nil.

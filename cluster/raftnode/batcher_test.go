@@ -331,3 +331,86 @@ func TestFlusherLingersOnlyForCallersComingBack(t *testing.T) {
 		t.Fatalf("8 callers the node cannot name lingered %d times, want 1", n)
 	}
 }
+
+// A group's submits go ahead of its other commands, each kind in its own
+// order, but never past an earlier command of their own caller or of one
+// the node cannot name.
+func TestOrderGroupPutsSubmitsFirst(t *testing.T) {
+	type cmd struct {
+		name   string
+		caller any
+		submit bool
+	}
+	s := func(name string, caller any) cmd { return cmd{name, caller, true} }
+	o := func(name string, caller any) cmd { return cmd{name, caller, false} }
+	for _, c := range []struct {
+		group []cmd
+		want  string
+	}{
+		{[]cmd{o("c1", "w1"), s("s1", "p1"), o("c2", "w2"), s("s2", "p2")}, "s1 s2 c1 c2"},
+		{[]cmd{s("s1", "p1"), s("s2", "p2"), o("c1", "w1")}, "s1 s2 c1"},                                     // already in order
+		{[]cmd{o("c1", "p1"), s("s1", "p1"), s("s2", "p2")}, "s2 c1 s1"},                                     // s1 stays behind its caller's c1
+		{[]cmd{o("c1", nil), s("s1", "p1"), s("s2", "p2")}, "c1 s1 s2"},                                      // nothing passes an unknown caller
+		{[]cmd{s("s0", nil), o("c1", "w1"), s("s1", "p1")}, "s0 c1 s1"},                                      // an unknown caller's submit stays, and holds back what follows
+		{[]cmd{o("c1", "w1"), o("c2", "w2"), s("s1", "p1"), o("c3", "p1"), s("s2", "p1")}, "s1 c1 c2 c3 s2"}, // s2 behind p1's c3
+	} {
+		batch := make([]*groupReq, len(c.group))
+		for i, x := range c.group {
+			batch[i] = &groupReq{buf: []byte(x.name), caller: x.caller, submit: x.submit}
+		}
+		orderGroup(batch)
+		var got []string
+		for _, r := range batch {
+			got = append(got, string(r.buf))
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%v: ordered %v, want %s", c.group, got, c.want)
+		}
+	}
+}
+
+// A completion that claims its worker's next task takes the task that a
+// submit of its own group makes ready, though the submit came after it:
+// its worker gets the work in the completion's answer instead of asking
+// again.
+func TestCompletionClaimsWhatItsGroupSubmits(t *testing.T) {
+	c := NewTestCluster(t, 3, func(cfg *Config) { cfg.DisableLoops = true })
+	l := c.Leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	spec := mustSpec(t, `{"tasks":[{"key":"x","type":"t"}]}`)
+	if _, _, err := l.ProposeGrouped(ctx, &fsm.Submit{ID: "r0", Spec: spec}); err != nil {
+		t.Fatal(err)
+	}
+	held, _, err := l.ProposeGrouped(ctx, &fsm.Claim{Waiters: []fsm.Waiter{{WorkerID: "w", Types: []string{"t"}, Max: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := held.(*fsm.ClaimResult).Assigned[0][0]
+	enc := func(cmd fsm.Command) []byte {
+		cmd.Stamp(l.cfg.Clock().UnixMilli())
+		buf, err := fsm.Encode(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	b := l.batch
+	b.mu.Lock()
+	b.flushing = maxFlushers // queued without a flusher: this goroutine is it
+	b.mu.Unlock()
+	complete := &groupReq{caller: "worker", done: make(chan groupResp, 1),
+		buf: enc(&fsm.Complete{TaskID: task.TaskID, Token: task.FencingToken, Claim: &fsm.Waiter{WorkerID: "w", Types: []string{"t"}, Max: 1}})}
+	submit := &groupReq{caller: "producer", submit: true, work: 1, done: make(chan groupResp, 1), buf: enc(&fsm.Submit{ID: "r1", Spec: spec})}
+	b.enqueue(complete)
+	b.enqueue(submit)
+	b.flush()
+	sub, ack := <-submit.done, <-complete.done
+	if sub.err != nil || ack.err != nil || sub.idx != ack.idx {
+		t.Fatalf("submit %+v, completion %+v: want both applied in one entry", sub, ack)
+	}
+	got := ack.res.(*fsm.AckResult)
+	if !got.Accepted || len(got.Claimed) != 1 || got.Claimed[0].RunID != "r1" {
+		t.Fatalf("the completion's claim got %+v, want r1's task (submitted in its group)", got)
+	}
+}
