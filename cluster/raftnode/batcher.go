@@ -64,6 +64,9 @@ type batcher struct {
 	// them is a caller coming back. A group answers its requests' callers
 	// and the waiting claims that ride in it.
 	answered [2]map[any]struct{}
+	// held, front and rest are order's scratch, kept between groups.
+	held        map[any]struct{}
+	front, rest []*groupReq
 
 	stats groupStats
 }
@@ -273,7 +276,7 @@ func (b *batcher) flush() {
 		clear(b.queue[rest:])
 		b.queue = b.queue[:rest]
 		b.mu.Unlock()
-		orderGroup(batch)
+		b.order(batch)
 		back := b.returning(batch)
 		start := time.Now()
 		b.propose(batch)
@@ -283,48 +286,48 @@ func (b *batcher) flush() {
 	}
 }
 
-// orderGroup moves the group's submits ahead of the other commands, each
+// order moves the group's submits ahead of its other commands, each
 // keeping its order among its own kind, so that a completion that claims its
 // worker's next task (or any claim in the group) applies after the work the
 // same entry makes ready and takes it, instead of finding none and leaving
 // its worker to ask again (a task.claim call that waits, then rides in a
 // later entry). Commands in one group were concurrent, so any order of
 // them is one the callers could have seen; a caller's own commands keep
-// theirs: a submit does not pass an earlier command of its caller, nor of
-// an unknown one.
-func orderGroup(batch []*groupReq) {
-	moved := false
-	for i, r := range batch {
-		if r.submit && i > 0 && !batch[i-1].submit {
-			moved = true
-			break
-		}
+// theirs: a submit does not pass an earlier command of its caller, nor any
+// command of a caller the node cannot name. The flusher only.
+func (b *batcher) order(batch []*groupReq) {
+	moves := false
+	for i := 1; i < len(batch) && !moves; i++ {
+		moves = batch[i].submit && !batch[i-1].submit
 	}
-	if !moved {
+	if !moves {
 		return
 	}
-	front := make([]*groupReq, 0, len(batch))
-	rest := make([]*groupReq, 0, len(batch))
+	if b.held == nil {
+		b.held = map[any]struct{}{}
+	}
+	clear(b.held)
+	unknown := false // a held command's caller cannot be named: nothing passes it
+	front, rest := b.front[:0], b.rest[:0]
 	for _, r := range batch {
-		if r.submit && r.caller != nil && !passes(rest, r.caller) {
-			front = append(front, r)
+		if r.submit && r.caller != nil && !unknown {
+			if _, own := b.held[r.caller]; !own {
+				front = append(front, r)
+				continue
+			}
+		}
+		rest = append(rest, r)
+		if r.caller == nil {
+			unknown = true
 		} else {
-			rest = append(rest, r)
+			b.held[r.caller] = struct{}{}
 		}
 	}
-	copy(batch, front)
-	copy(batch[len(front):], rest)
-}
-
-// passes reports whether one of held came from caller (or from a caller
-// the node cannot tell).
-func passes(held []*groupReq, caller any) bool {
-	for _, r := range held {
-		if r.caller == nil || r.caller == caller {
-			return true
-		}
-	}
-	return false
+	n := copy(batch, front)
+	copy(batch[n:], rest)
+	clear(front)
+	clear(rest)
+	b.front, b.rest = front[:0], rest[:0]
 }
 
 // callerOf names the connection ctx comes from (Config.CallerOf), or nil.

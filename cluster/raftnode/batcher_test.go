@@ -336,6 +336,7 @@ func TestFlusherLingersOnlyForCallersComingBack(t *testing.T) {
 // order, but never past an earlier command of their own caller or of one
 // the node cannot name.
 func TestOrderGroupPutsSubmitsFirst(t *testing.T) {
+	b := newBatcher(nil) // one batcher for every group: order's scratch is reused
 	type cmd struct {
 		name   string
 		caller any
@@ -358,7 +359,7 @@ func TestOrderGroupPutsSubmitsFirst(t *testing.T) {
 		for i, x := range c.group {
 			batch[i] = &groupReq{buf: []byte(x.name), caller: x.caller, submit: x.submit}
 		}
-		orderGroup(batch)
+		b.order(batch)
 		var got []string
 		for _, r := range batch {
 			got = append(got, string(r.buf))
