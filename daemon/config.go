@@ -203,10 +203,19 @@ func LoadConfigFile(path string) (Config, error) {
 			if err != nil {
 				return c, fmt.Errorf("config file %s: %s: %v (write durations like 500ms or 10s)", path, k, err)
 			}
-			if d == 0 && k == "state_write_window" {
-				d = -1 // as the flag's 0: every entry written at once (zero in Config is the default)
-			}
 			raw[k] = int64(d)
+		}
+	}
+	// As the flag's 0, the file's writes every entry at once (a zero
+	// Config.StateWriteWindow is the default), written "0s" or 0.
+	switch v := raw["state_write_window"].(type) {
+	case int64:
+		if v == 0 {
+			raw["state_write_window"] = -1
+		}
+	case float64:
+		if v == 0 {
+			raw["state_write_window"] = -1
 		}
 	}
 	js, _ = json.Marshal(raw)

@@ -164,7 +164,7 @@ type groupReq struct {
 	// work is how many tasks the command can make ready (readyWork).
 	work int
 	// submit: the command is a run.submit, which makes work ready and
-	// takes none (orderGroup).
+	// takes none (order).
 	submit bool
 	// caller identifies the connection the command came from
 	// (Config.CallerOf; nil: unknown).

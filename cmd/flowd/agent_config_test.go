@@ -66,10 +66,12 @@ func TestAgentStateWriteWindowZeroInFile(t *testing.T) {
 	os.Unsetenv("FLOWD_STATE_WRITE_WINDOW")
 	dir := t.TempDir()
 	p := filepath.Join(dir, "agent.yaml")
-	if err := os.WriteFile(p, []byte("node_id: n1\ndata_dir: "+dir+"\ninsecure_plaintext: true\nstate_write_window: 0s\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if c := agentConfigOf(t, "--config", p); c.StateWriteWindow >= 0 {
-		t.Errorf("file 0s: got %v, want negative (every entry at once)", c.StateWriteWindow)
+	for _, zero := range []string{"0s", "0", `"0"`} {
+		if err := os.WriteFile(p, []byte("node_id: n1\ndata_dir: "+dir+"\ninsecure_plaintext: true\nstate_write_window: "+zero+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if c := agentConfigOf(t, "--config", p); c.StateWriteWindow >= 0 {
+			t.Errorf("file %s: got %v, want negative (every entry at once)", zero, c.StateWriteWindow)
+		}
 	}
 }
