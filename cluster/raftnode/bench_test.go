@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -211,12 +212,25 @@ func benchLogStore(b *testing.B, kind, dir string) (raft.LogStore, raft.StableSt
 func BenchmarkRawRaft(b *testing.B) {
 	for _, clients := range []int{1, 8, 16, 128} {
 		for _, kind := range []string{cluster.LogStoreBolt, cluster.LogStoreWAL} {
-			b.Run(fmt.Sprintf("clients=%d/store=%s", clients, kind), func(b *testing.B) { benchRawRaft(b, clients, kind) })
+			b.Run(fmt.Sprintf("clients=%d/store=%s", clients, kind), func(b *testing.B) { benchRawRaft(b, clients, kind, 1) })
 		}
 	}
 }
 
-func benchRawRaft(b *testing.B, clients int, kind string) {
+// BenchmarkRawRaftEntrySize is raw raft with one entry in flight (one
+// client, as the group commit proposes) and entries of a group entry's
+// sizes: what an entry's bytes cost the three nodes (appends, fsyncs,
+// transport), in CPU (cpu-ns/entry, every node, this process) and in
+// commit time. A group entry of the queue workload is ~13 commands, ~4 KB.
+//
+//	go test -run '^$' -bench RawRaftEntrySize -benchtime 3000x ./cluster/raftnode/
+func BenchmarkRawRaftEntrySize(b *testing.B) {
+	for _, size := range []int{64, 4 << 10, 16 << 10, 32 << 10} {
+		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) { benchRawRaft(b, 1, cluster.LogStoreWAL, size) })
+	}
+}
+
+func benchRawRaft(b *testing.B, clients int, kind string, size int) {
 	base := b.TempDir()
 	var servers []raft.Server
 	for i := 0; i < 3; i++ {
@@ -268,9 +282,11 @@ func benchRawRaft(b *testing.B, clients int, kind string) {
 	for _, s := range stores {
 		s.reset()
 	}
+	payload := bytes.Repeat([]byte("x"), size)
 	var done atomic.Int64
 	lat := make([][]time.Duration, clients)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for c := 0; c < clients; c++ {
@@ -279,7 +295,7 @@ func benchRawRaft(b *testing.B, clients int, kind string) {
 			defer wg.Done()
 			for done.Add(1) <= int64(b.N) {
 				t0 := time.Now()
-				if err := leader.Apply([]byte("x"), 5*time.Second).Error(); err != nil {
+				if err := leader.Apply(payload, 5*time.Second).Error(); err != nil {
 					b.Error(err)
 					return
 				}
@@ -289,6 +305,7 @@ func benchRawRaft(b *testing.B, clients int, kind string) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
 	var all, appends []time.Duration
 	for _, l := range lat {
@@ -301,6 +318,9 @@ func benchRawRaft(b *testing.B, clients int, kind string) {
 		s.mu.Unlock()
 	}
 	report(b, all, b.N, elapsed, "entries/s")
+	if cpu > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/entry")
+	}
 	if len(appends) > 0 {
 		sort.Slice(appends, func(i, j int) bool { return appends[i] < appends[j] })
 		b.ReportMetric(float64(appends[len(appends)/2].Microseconds()), "append-p50-us")
