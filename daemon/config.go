@@ -206,25 +206,27 @@ func LoadConfigFile(path string) (Config, error) {
 			raw[k] = int64(d)
 		}
 	}
-	// As the flag's 0, the file's writes every entry at once (a zero
-	// Config.StateWriteWindow is the default), written "0s" or 0.
-	switch v := raw["state_write_window"].(type) {
-	case int64:
-		if v == 0 {
-			raw["state_write_window"] = -1
-		}
-	case float64:
-		if v == 0 {
-			raw["state_write_window"] = -1
-		}
-	}
 	js, _ = json.Marshal(raw)
 	dec := json.NewDecoder(strings.NewReader(string(js)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config file %s: %w (keys are the flag names with '_' for '-')", path, err)
 	}
+	if _, written := raw["state_write_window"]; written {
+		c.StateWriteWindow = WrittenWriteWindow(c.StateWriteWindow)
+	}
 	return c, nil
+}
+
+// WrittenWriteWindow maps a state write window as a user writes it (the
+// flag, the config file) to Config.StateWriteWindow: a written 0 writes
+// every entry at once, which the Config holds as negative, its zero being
+// "unset: the default".
+func WrittenWriteWindow(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // Merge returns c with every non-zero field of over applied.

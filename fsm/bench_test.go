@@ -14,6 +14,7 @@ import (
 
 	"github.com/flowd/flowd/fsm/domain"
 	"github.com/flowd/flowd/fsm/store"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // BenchmarkFSMClaimComplete measures the state machine alone, per task: one
@@ -222,7 +223,7 @@ func benchQueueJob(b *testing.B, group, window int) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testutil.ProcessCPU()
 	jobs := 0
 	for jobs < b.N {
 		q.apply(q.submits())
@@ -245,7 +246,7 @@ func benchQueueJob(b *testing.B, group, window int) {
 	b.ReportMetric(float64(counted.total)/float64(jobs), "writes/job")
 	b.ReportMetric(float64(counted.size)/float64(jobs), "bytes/job")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
-	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(jobs), "cpu-ns/job")
+	b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Nanoseconds())/float64(jobs), "cpu-ns/job")
 	if testing.Verbose() {
 		for p, n := range counted.writes {
 			b.Logf("%-8s %.2f writes/job %6.0f bytes/job", p, float64(n)/float64(jobs), float64(counted.bytes[p])/float64(jobs))
@@ -574,7 +575,7 @@ func BenchmarkFSMQueueJobSDK(b *testing.B) {
 	held := q.apply(&Claim{Waiters: q.waiters}).(*ClaimResult).Assigned
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testutil.ProcessCPU()
 	jobs := 0
 	for jobs < b.N {
 		m := q.submits()
@@ -592,6 +593,6 @@ func BenchmarkFSMQueueJobSDK(b *testing.B) {
 		}
 		jobs += group
 	}
-	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(jobs), "cpu-ns/job")
+	b.ReportMetric(float64((testutil.ProcessCPU()-cpu0).Nanoseconds())/float64(jobs), "cpu-ns/job")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(jobs), "ns/job")
 }

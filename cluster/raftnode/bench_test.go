@@ -18,6 +18,7 @@ import (
 
 	"github.com/flowd/flowd/cluster"
 	"github.com/flowd/flowd/fsm"
+	"github.com/flowd/flowd/internal/testing/testutil"
 )
 
 // Benchmarks of the replicated path, three nodes on loopback TCP with raft
@@ -286,7 +287,7 @@ func benchRawRaft(b *testing.B, clients int, kind string, size int) {
 	var done atomic.Int64
 	lat := make([][]time.Duration, clients)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testutil.ProcessCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for c := 0; c < clients; c++ {
@@ -305,7 +306,7 @@ func benchRawRaft(b *testing.B, clients int, kind string, size int) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := testutil.ProcessCPU() - cpu0
 	b.StopTimer()
 	var all, appends []time.Duration
 	for _, l := range lat {

@@ -139,7 +139,7 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		SnapshotInterval: cCtx.Duration("snapshot-interval"), SnapshotRetain: cCtx.Int("snapshot-retain"),
 	}
 	if cCtx.IsSet("state-write-window") { // unset: the file's, or the default
-		over.StateWriteWindow = writeWindow(cCtx.Duration("state-write-window"))
+		over.StateWriteWindow = daemon.WrittenWriteWindow(cCtx.Duration("state-write-window"))
 	}
 	if cCtx.IsSet("follower-apply-nice") { // unset: the file's, or the default
 		v := cCtx.Int("follower-apply-nice")
@@ -272,13 +272,4 @@ func agentLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// writeWindow maps --state-write-window to the agent's setting: 0 on the
-// command line writes every entry at once (negative in the config).
-func writeWindow(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
