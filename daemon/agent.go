@@ -130,7 +130,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		Peers: peers, Logger: log, Meta: meta, TLS: a.clusterTLS(),
 		RaftMultiplier: cfg.RaftMultiplier, HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.LeaderLeaseTimeout, CommitTimeout: cfg.CommitTimeout,
-		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes, StateWriteWindow: cfg.StateWriteWindow, RaftLogStore: cfg.RaftLogStore,
+		LogCacheBytes: cfg.RaftLogCacheBytes, StateCacheBytes: cfg.StateCacheBytes, StateWriteWindow: cfg.stateWriteWindow(), RaftLogStore: cfg.RaftLogStore,
 		FollowerApplyNice: cfg.followerApplyNice(),
 		DigestInterval:    digestInterval(log), MinFreeBytes: minFreeBytes(log),
 		AutoPeriod: autoPeriod, AutoWindow: autoWindow,

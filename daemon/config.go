@@ -106,9 +106,9 @@ type Config struct {
 	// StateCacheBytes is the state store's block cache; zero: 32 MiB.
 	StateCacheBytes int64 `json:"state_cache_bytes,omitempty"`
 	// StateWriteWindow is how long applied commits wait in memory before
-	// the state store writes them out together (zero: 100 ms; negative:
-	// every commit at once, which the config file and the flag write as 0).
-	StateWriteWindow time.Duration `json:"state_write_window,omitempty"`
+	// the state store writes them out together (nil: 100 ms; 0: every
+	// commit at once).
+	StateWriteWindow *time.Duration `json:"state_write_window,omitempty"`
 	// FollowerApplyNice is how much a follower's apply thread's Linux nice
 	// value is raised above the agent's, 0-19 (nil: 10; 0: not at all).
 	FollowerApplyNice *int `json:"follower_apply_nice,omitempty"`
@@ -141,6 +141,18 @@ func (c *Config) AutopilotCleanup() bool {
 	return c.AutopilotCleanupDeadServers == nil || *c.AutopilotCleanupDeadServers
 }
 
+// stateWriteWindow is StateWriteWindow as cluster.Config takes it (0: the
+// default; negative: every commit at once).
+func (c *Config) stateWriteWindow() time.Duration {
+	switch {
+	case c.StateWriteWindow == nil:
+		return 0
+	case *c.StateWriteWindow == 0:
+		return -1
+	}
+	return *c.StateWriteWindow
+}
+
 // followerApplyNice is FollowerApplyNice as cluster.Config takes it (0:
 // the default; negative: not lowered).
 func (c *Config) followerApplyNice() int {
@@ -164,14 +176,15 @@ const DefaultIdleTypeAfter = 30 * time.Second
 const ForwardPortOffset = 1000
 
 // durationKeys are the config file keys of Config's durations, which the
-// file writes as the flags do ("500ms", "10s"): every time.Duration field's
-// JSON name, so a duration added to Config is read like the others.
+// file writes as the flags do ("500ms", "10s"): every time.Duration (or
+// *time.Duration) field's JSON name, so a duration added to Config is read
+// like the others.
 var durationKeys = func() []string {
 	var keys []string
 	t := reflect.TypeFor[Config]()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if f.Type != reflect.TypeFor[time.Duration]() {
+		if f.Type != reflect.TypeFor[time.Duration]() && f.Type != reflect.TypeFor[*time.Duration]() {
 			continue
 		}
 		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
@@ -212,21 +225,7 @@ func LoadConfigFile(path string) (Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return c, fmt.Errorf("config file %s: %w (keys are the flag names with '_' for '-')", path, err)
 	}
-	if _, written := raw["state_write_window"]; written {
-		c.StateWriteWindow = WrittenWriteWindow(c.StateWriteWindow)
-	}
 	return c, nil
-}
-
-// WrittenWriteWindow maps a state write window as a user writes it (the
-// flag, the config file) to Config.StateWriteWindow: a written 0 writes
-// every entry at once, which the Config holds as negative, its zero being
-// "unset: the default".
-func WrittenWriteWindow(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // Merge returns c with every non-zero field of over applied.
@@ -317,7 +316,7 @@ func (c Config) Merge(over Config) Config {
 	if over.StateCacheBytes != 0 {
 		c.StateCacheBytes = over.StateCacheBytes
 	}
-	if over.StateWriteWindow != 0 {
+	if over.StateWriteWindow != nil {
 		c.StateWriteWindow = over.StateWriteWindow
 	}
 	if over.FollowerApplyNice != nil {
@@ -404,6 +403,9 @@ func (c *Config) Normalize() error {
 				c.ForwardAdvertise = adv
 			}
 		}
+	}
+	if w := c.StateWriteWindow; w != nil && *w < 0 {
+		problems = append(problems, fmt.Sprintf("--state-write-window %v must not be negative (0: every commit written at once)", *w))
 	}
 	if n := c.FollowerApplyNice; n != nil && (*n < 0 || *n > 19) {
 		problems = append(problems, fmt.Sprintf("--follower-apply-nice %d must be 0 (apply at the agent's priority) to 19 (the lowest a thread can have)", *n))

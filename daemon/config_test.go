@@ -167,3 +167,39 @@ func TestFollowerApplyNiceFromFileFlagsAndBounds(t *testing.T) {
 		}
 	}
 }
+
+// What the agent makes of each state write window a config holds: unset is
+// cluster's default (0), a written 0 writes every commit at once
+// (negative), anything else is the window; the file's durations are read
+// as the flags write them, and a negative one is refused.
+func TestStateWriteWindowSettings(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	for _, tc := range []struct {
+		written string
+		want    time.Duration
+	}{{"0s", -1}, {"0", -1}, {`"0"`, -1}, {"250ms", 250 * time.Millisecond}} {
+		if err := os.WriteFile(p, []byte("node_id: n1\ndata_dir: /tmp/x\nstate_write_window: "+tc.written+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadConfigFile(p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.written, err)
+		}
+		if m := c.Merge(Config{}); m.stateWriteWindow() != tc.want {
+			t.Errorf("file %s: the agent's window %v, want %v", tc.written, m.stateWriteWindow(), tc.want)
+		}
+	}
+	if d := (&Config{}).stateWriteWindow(); d != 0 {
+		t.Fatalf("unset: %v, want 0 (cluster's default)", d)
+	}
+	file, flag := 250*time.Millisecond, time.Duration(0)
+	fromFile := Config{StateWriteWindow: &file}
+	if m := fromFile.Merge(Config{StateWriteWindow: &flag}); m.stateWriteWindow() >= 0 {
+		t.Fatalf("the flag's 0 did not win over the file's 250ms: %v", m.stateWriteWindow())
+	}
+	bad := -time.Second
+	c := Config{NodeID: "n1", DataDir: "/d", StateWriteWindow: &bad}
+	if err := c.Normalize(); err == nil || !strings.Contains(err.Error(), "--state-write-window") {
+		t.Errorf("-1s accepted: %v", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -41,23 +40,33 @@ func TestAgentStateWriteWindowFromFileUnlessFlagged(t *testing.T) {
 	if err := os.WriteFile(p, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if c := agentConfigOf(t, "--config", p); c.StateWriteWindow != 250*time.Millisecond {
-		t.Errorf("file 250ms, no flag: got %v", c.StateWriteWindow)
+	if got := windowOf(agentConfigOf(t, "--config", p)); got != "250ms" {
+		t.Errorf("file 250ms, no flag: got %v", got)
 	}
-	if c := agentConfigOf(t, "--config", p, "--state-write-window", "20ms"); c.StateWriteWindow != 20*time.Millisecond {
-		t.Errorf("file 250ms, flag 20ms: got %v, want the flag's", c.StateWriteWindow)
+	if got := windowOf(agentConfigOf(t, "--config", p, "--state-write-window", "20ms")); got != "20ms" {
+		t.Errorf("file 250ms, flag 20ms: got %v, want the flag's", got)
 	}
-	if c := agentConfigOf(t, "--config", p, "--state-write-window", "0"); c.StateWriteWindow >= 0 {
-		t.Errorf("flag 0 (every entry at once): got %v, want negative", c.StateWriteWindow)
+	if got := windowOf(agentConfigOf(t, "--config", p, "--state-write-window", "0")); got != "0s" {
+		t.Errorf("flag 0 (every entry at once): got %v, want a written 0s", got)
 	}
 	t.Setenv("FLOWD_STATE_WRITE_WINDOW", "40ms")
-	if c := agentConfigOf(t, "--config", p); c.StateWriteWindow != 40*time.Millisecond {
-		t.Errorf("file 250ms, variable 40ms: got %v, want the variable's", c.StateWriteWindow)
+	if got := windowOf(agentConfigOf(t, "--config", p)); got != "40ms" {
+		t.Errorf("file 250ms, variable 40ms: got %v, want the variable's", got)
 	}
 	os.Unsetenv("FLOWD_STATE_WRITE_WINDOW")
-	if c := agentConfigOf(t, "--node-id", "n1", "--data-dir", dir, "--insecure-plaintext"); c.StateWriteWindow != 0 {
-		t.Errorf("no file, no flag: got %v, want 0 (the store's default)", c.StateWriteWindow)
+	if got := windowOf(agentConfigOf(t, "--node-id", "n1", "--data-dir", dir, "--insecure-plaintext")); got != "unset" {
+		t.Errorf("no file, no flag: got %v, want unset (the store's default)", got)
 	}
+}
+
+// windowOf is the state write window a config holds: "unset" (the
+// default) or the duration written. daemon's TestStateWriteWindowSettings
+// checks what the agent makes of each.
+func windowOf(c daemon.Config) string {
+	if c.StateWriteWindow == nil {
+		return "unset"
+	}
+	return c.StateWriteWindow.String()
 }
 
 // The file's 0, like the flag's, writes every entry at once.
@@ -70,8 +79,8 @@ func TestAgentStateWriteWindowZeroInFile(t *testing.T) {
 		if err := os.WriteFile(p, []byte("node_id: n1\ndata_dir: "+dir+"\ninsecure_plaintext: true\nstate_write_window: "+zero+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if c := agentConfigOf(t, "--config", p); c.StateWriteWindow >= 0 {
-			t.Errorf("file %s: got %v, want negative (every entry at once)", zero, c.StateWriteWindow)
+		if got := windowOf(agentConfigOf(t, "--config", p)); got != "0s" {
+			t.Errorf("file %s: got %v, want a written 0s (every entry at once)", zero, got)
 		}
 	}
 }

@@ -139,7 +139,8 @@ func agentConfig(cCtx *cli.Context) (daemon.Config, error) {
 		SnapshotInterval: cCtx.Duration("snapshot-interval"), SnapshotRetain: cCtx.Int("snapshot-retain"),
 	}
 	if cCtx.IsSet("state-write-window") { // unset: the file's, or the default
-		over.StateWriteWindow = daemon.WrittenWriteWindow(cCtx.Duration("state-write-window"))
+		d := cCtx.Duration("state-write-window")
+		over.StateWriteWindow = &d
 	}
 	if cCtx.IsSet("follower-apply-nice") { // unset: the file's, or the default
 		v := cCtx.Int("follower-apply-nice")
