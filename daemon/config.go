@@ -143,26 +143,22 @@ func (c *Config) AutopilotCleanup() bool {
 
 // stateWriteWindow is StateWriteWindow as cluster.Config takes it (0: the
 // default; negative: every commit at once).
-func (c *Config) stateWriteWindow() time.Duration {
-	switch {
-	case c.StateWriteWindow == nil:
-		return 0
-	case *c.StateWriteWindow == 0:
-		return -1
-	}
-	return *c.StateWriteWindow
-}
+func (c *Config) stateWriteWindow() time.Duration { return forCluster(c.StateWriteWindow) }
 
 // followerApplyNice is FollowerApplyNice as cluster.Config takes it (0:
 // the default; negative: not lowered).
-func (c *Config) followerApplyNice() int {
+func (c *Config) followerApplyNice() int { return forCluster(c.FollowerApplyNice) }
+
+// forCluster maps a setting whose written 0 means "off" (nil: unset) to
+// cluster.Config's convention for it: 0 the default, negative off.
+func forCluster[T int | time.Duration](written *T) T {
 	switch {
-	case c.FollowerApplyNice == nil:
+	case written == nil:
 		return 0
-	case *c.FollowerApplyNice == 0:
+	case *written == 0:
 		return -1
 	}
-	return *c.FollowerApplyNice
+	return *written
 }
 
 // DefaultUpgradeAutoFinalize is --upgrade-auto-finalize when unset: long
